@@ -1,0 +1,133 @@
+#pragma once
+// The public, differentiable op functions: graft::add(a, b), graft::matmul(x, w), graft::zeros(...).
+// Each records autograd history where needed and then calls the dispatched op in ops/ops.h.
+// Tensor's math methods (x.add(y)) forward here.
+#include <initializer_list>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runtime/generator.h"
+#include "runtime/tensor.h"
+
+namespace graft {
+
+// ---- factories (default float32 on CPU) ----
+Tensor empty(const Shape& sizes, TensorOptions options = {});
+Tensor zeros(const Shape& sizes, TensorOptions options = {});
+Tensor ones(const Shape& sizes, TensorOptions options = {});
+Tensor full(const Shape& sizes, Scalar value, TensorOptions options = {});
+// Integral bounds without a dtype give int64, as torch.arange.
+Tensor arange(Scalar end, TensorOptions options = {});
+Tensor arange(Scalar start, Scalar end, Scalar step = 1, TensorOptions options = {});
+Tensor randn(const Shape& sizes, TensorOptions options = {});
+Tensor rand(const Shape& sizes, TensorOptions options = {});
+Tensor randint(int64_t low, int64_t high, const Shape& sizes, TensorOptions options = {});
+Tensor empty_like(const Tensor& t, TensorOptions options = {});
+Tensor zeros_like(const Tensor& t, TensorOptions options = {});
+Tensor ones_like(const Tensor& t, TensorOptions options = {});
+Tensor full_like(const Tensor& t, Scalar value, TensorOptions options = {});
+Tensor randn_like(const Tensor& t, TensorOptions options = {});
+Tensor rand_like(const Tensor& t, TensorOptions options = {});
+// 1-D tensor from values (float32 unless options say otherwise).
+Tensor tensor(std::initializer_list<double> values, TensorOptions options = {});
+Tensor tensor(const std::vector<float>& values, const Shape& sizes, TensorOptions options = {});
+Tensor tensor(const std::vector<double>& values, const Shape& sizes, TensorOptions options = {});
+Tensor tensor(const std::vector<int64_t>& values, const Shape& sizes, TensorOptions options = {});
+Tensor tensor(const std::vector<bool>& values, const Shape& sizes, TensorOptions options = {});
+// A 0-d tensor.
+Tensor scalar_tensor(Scalar value, TensorOptions options = {});
+
+// ---- elementwise ----
+Tensor add(const Tensor& a, const Tensor& b, Scalar alpha = 1);
+Tensor add(const Tensor& a, Scalar b);
+Tensor sub(const Tensor& a, const Tensor& b, Scalar alpha = 1);
+Tensor sub(const Tensor& a, Scalar b);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, Scalar b);
+Tensor div(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, Scalar b);
+Tensor neg(const Tensor& x);
+Tensor exp(const Tensor& x);
+Tensor log(const Tensor& x);
+Tensor sin(const Tensor& x);
+Tensor cos(const Tensor& x);
+Tensor tanh(const Tensor& x);
+Tensor sigmoid(const Tensor& x);
+Tensor relu(const Tensor& x);
+Tensor sqrt(const Tensor& x);
+Tensor rsqrt(const Tensor& x);
+Tensor abs(const Tensor& x);
+Tensor sign(const Tensor& x);
+Tensor log1p(const Tensor& x);
+Tensor expm1(const Tensor& x);
+Tensor erf(const Tensor& x);
+Tensor reciprocal(const Tensor& x);
+Tensor gelu(const Tensor& x, const std::string& approximate = "none");
+Tensor pow(const Tensor& x, Scalar exponent);
+Tensor pow(const Tensor& x, const Tensor& exponent);
+Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max = std::nullopt);
+Tensor maximum(const Tensor& a, const Tensor& b);
+Tensor minimum(const Tensor& a, const Tensor& b);
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+Tensor masked_fill(const Tensor& x, const Tensor& mask, Scalar value);
+Tensor gt(const Tensor& a, const Tensor& b);
+Tensor lt(const Tensor& a, const Tensor& b);
+Tensor ge(const Tensor& a, const Tensor& b);
+Tensor le(const Tensor& a, const Tensor& b);
+Tensor eq(const Tensor& a, const Tensor& b);
+Tensor ne(const Tensor& a, const Tensor& b);
+
+// ---- reductions ----
+Tensor sum(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
+Tensor mean(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
+Tensor amax(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
+Tensor amin(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
+std::vector<Tensor> max(const Tensor& x, int64_t dim, bool keepdim = false);  // {values, indices}
+std::vector<Tensor> min(const Tensor& x, int64_t dim, bool keepdim = false);
+Tensor max(const Tensor& x);
+Tensor min(const Tensor& x);
+Tensor argmax(const Tensor& x, std::optional<int64_t> dim = std::nullopt, bool keepdim = false);
+Tensor argmin(const Tensor& x, std::optional<int64_t> dim = std::nullopt, bool keepdim = false);
+Tensor var(const Tensor& x, const Shape& dims = {}, int64_t correction = 1, bool keepdim = false);
+Tensor std(const Tensor& x, const Shape& dims = {}, int64_t correction = 1, bool keepdim = false);
+Tensor norm(const Tensor& x, double p = 2, const Shape& dims = {}, bool keepdim = false);
+Tensor logsumexp(const Tensor& x, const Shape& dims, bool keepdim = false);
+
+// ---- linear algebra, convolution, pooling ----
+Tensor matmul(const Tensor& a, const Tensor& b);
+Tensor mm(const Tensor& a, const Tensor& b);
+Tensor bmm(const Tensor& a, const Tensor& b);
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = {});
+Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias = {}, const Shape& stride = {1, 1},
+              const Shape& padding = {0, 0}, const Shape& dilation = {1, 1}, int64_t groups = 1);
+Tensor max_pool2d(const Tensor& input, const Shape& kernel, const Shape& stride = {}, const Shape& padding = {0, 0},
+                  const Shape& dilation = {1, 1}, bool ceil_mode = false);
+Tensor avg_pool2d(const Tensor& input, const Shape& kernel, const Shape& stride = {}, const Shape& padding = {0, 0},
+                  bool ceil_mode = false, bool count_include_pad = true);
+
+// ---- softmax, losses, normalisation ----
+Tensor softmax(const Tensor& x, int64_t dim);
+Tensor log_softmax(const Tensor& x, int64_t dim);
+Tensor nll_loss(const Tensor& log_probs, const Tensor& target, const Tensor& weight = {},
+                const std::string& reduction = "mean", int64_t ignore_index = -100);
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, const Tensor& weight = {},
+                     const std::string& reduction = "mean", int64_t ignore_index = -100,
+                     double label_smoothing = 0.0);
+Tensor mse_loss(const Tensor& input, const Tensor& target, const std::string& reduction = "mean");
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = {}, const Tensor& bias = {},
+                  double eps = 1e-5);
+
+// ---- indexing, joining, shape ----
+Tensor embedding(const Tensor& weight, const Tensor& indices, int64_t padding_idx = -1);
+Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
+Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
+Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
+Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
+Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);
+std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim = 0);
+std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim = 0);
+Tensor pad(const Tensor& x, const Shape& pads, double value = 0.0);
+Tensor one_hot(const Tensor& indices, int64_t num_classes);
+
+}  // namespace graft

@@ -1,0 +1,143 @@
+// Tensor's math and view methods: thin forwards to the public functions, so that a method call and
+// a free-function call record exactly the same history.
+#include "autograd/functional.h"
+#include "ops/ops.h"
+#include "runtime/tensor.h"
+
+namespace graft {
+
+// ---- views ----
+Tensor Tensor::view(const Shape& s) const { return ops::view(*this, s); }
+Tensor Tensor::reshape(const Shape& s) const { return ops::reshape(*this, s); }
+Tensor Tensor::transpose(int64_t a, int64_t b) const { return ops::transpose(*this, a, b); }
+Tensor Tensor::t() const {
+  GRAFT_CHECK(dim() <= 2, "t: expects a tensor with <= 2 dimensions, but self is ", dim(), "-D (shape ",
+              shape_str(sizes()), ")");
+  return dim() < 2 ? *this : transpose(0, 1);
+}
+Tensor Tensor::permute(const Shape& d) const { return ops::permute(*this, d); }
+Tensor Tensor::slice(int64_t d, int64_t s, int64_t e, int64_t st) const { return ops::slice(*this, d, s, e, st); }
+Tensor Tensor::narrow(int64_t d, int64_t s, int64_t len) const {
+  int64_t wd = wrap_dim(d, dim(), "narrow");
+  int64_t n = sizes()[wd];
+  int64_t start = s < 0 ? s + n : s;
+  GRAFT_CHECK(start >= 0 && len >= 0 && start + len <= n, "narrow: start (", s, ") + length (", len,
+              ") exceeds dimension size (", n, ")");
+  return slice(wd, start, start + len);
+}
+Tensor Tensor::select(int64_t d, int64_t i) const { return ops::select(*this, d, i); }
+Tensor Tensor::expand(const Shape& s) const { return ops::expand(*this, s); }
+Tensor Tensor::squeeze() const { return ops::squeeze(*this, std::nullopt); }
+Tensor Tensor::squeeze(int64_t d) const { return ops::squeeze(*this, d); }
+Tensor Tensor::unsqueeze(int64_t d) const { return ops::unsqueeze(*this, d); }
+Tensor Tensor::flatten(int64_t s, int64_t e) const { return ops::flatten(*this, s, e); }
+Tensor Tensor::contiguous() const { return ops::contiguous(*this); }
+
+// ---- math ----
+Tensor Tensor::add(const Tensor& o, Scalar alpha) const { return graft::add(*this, o, alpha); }
+Tensor Tensor::add(Scalar o) const { return graft::add(*this, o); }
+Tensor Tensor::sub(const Tensor& o, Scalar alpha) const { return graft::sub(*this, o, alpha); }
+Tensor Tensor::sub(Scalar o) const { return graft::sub(*this, o); }
+Tensor Tensor::mul(const Tensor& o) const { return graft::mul(*this, o); }
+Tensor Tensor::mul(Scalar o) const { return graft::mul(*this, o); }
+Tensor Tensor::div(const Tensor& o) const { return graft::div(*this, o); }
+Tensor Tensor::div(Scalar o) const { return graft::div(*this, o); }
+Tensor Tensor::neg() const { return graft::neg(*this); }
+Tensor Tensor::exp() const { return graft::exp(*this); }
+Tensor Tensor::log() const { return graft::log(*this); }
+Tensor Tensor::sin() const { return graft::sin(*this); }
+Tensor Tensor::cos() const { return graft::cos(*this); }
+Tensor Tensor::tanh() const { return graft::tanh(*this); }
+Tensor Tensor::sigmoid() const { return graft::sigmoid(*this); }
+Tensor Tensor::relu() const { return graft::relu(*this); }
+Tensor Tensor::sqrt() const { return graft::sqrt(*this); }
+Tensor Tensor::rsqrt() const { return graft::rsqrt(*this); }
+Tensor Tensor::abs() const { return graft::abs(*this); }
+Tensor Tensor::sign() const { return graft::sign(*this); }
+Tensor Tensor::log1p() const { return graft::log1p(*this); }
+Tensor Tensor::expm1() const { return graft::expm1(*this); }
+Tensor Tensor::erf() const { return graft::erf(*this); }
+Tensor Tensor::reciprocal() const { return graft::reciprocal(*this); }
+Tensor Tensor::gelu(const std::string& a) const { return graft::gelu(*this, a); }
+Tensor Tensor::pow(Scalar e) const { return graft::pow(*this, e); }
+Tensor Tensor::pow(const Tensor& e) const { return graft::pow(*this, e); }
+Tensor Tensor::clamp(std::optional<Scalar> lo, std::optional<Scalar> hi) const { return graft::clamp(*this, lo, hi); }
+Tensor Tensor::maximum(const Tensor& o) const { return graft::maximum(*this, o); }
+Tensor Tensor::minimum(const Tensor& o) const { return graft::minimum(*this, o); }
+Tensor Tensor::gt(const Tensor& o) const { return graft::gt(*this, o); }
+Tensor Tensor::gt(Scalar o) const { return ops::gt(*this, o); }
+Tensor Tensor::lt(const Tensor& o) const { return graft::lt(*this, o); }
+Tensor Tensor::lt(Scalar o) const { return ops::lt(*this, o); }
+Tensor Tensor::ge(const Tensor& o) const { return graft::ge(*this, o); }
+Tensor Tensor::ge(Scalar o) const { return ops::ge(*this, o); }
+Tensor Tensor::le(const Tensor& o) const { return graft::le(*this, o); }
+Tensor Tensor::le(Scalar o) const { return ops::le(*this, o); }
+Tensor Tensor::eq(const Tensor& o) const { return graft::eq(*this, o); }
+Tensor Tensor::eq(Scalar o) const { return ops::eq(*this, o); }
+Tensor Tensor::ne(const Tensor& o) const { return graft::ne(*this, o); }
+Tensor Tensor::ne(Scalar o) const { return ops::ne(*this, o); }
+Tensor Tensor::masked_fill(const Tensor& m, Scalar v) const { return graft::masked_fill(*this, m, v); }
+
+Tensor Tensor::matmul(const Tensor& o) const { return graft::matmul(*this, o); }
+Tensor Tensor::mm(const Tensor& o) const { return graft::mm(*this, o); }
+Tensor Tensor::bmm(const Tensor& o) const { return graft::bmm(*this, o); }
+
+Tensor Tensor::sum() const { return graft::sum(*this); }
+Tensor Tensor::sum(const Shape& d, bool k) const { return graft::sum(*this, d, k); }
+Tensor Tensor::mean() const { return graft::mean(*this); }
+Tensor Tensor::mean(const Shape& d, bool k) const { return graft::mean(*this, d, k); }
+Tensor Tensor::max() const { return graft::max(*this); }
+std::vector<Tensor> Tensor::max(int64_t d, bool k) const { return graft::max(*this, d, k); }
+Tensor Tensor::min() const { return graft::min(*this); }
+std::vector<Tensor> Tensor::min(int64_t d, bool k) const { return graft::min(*this, d, k); }
+Tensor Tensor::amax(const Shape& d, bool k) const { return graft::amax(*this, d, k); }
+Tensor Tensor::amin(const Shape& d, bool k) const { return graft::amin(*this, d, k); }
+Tensor Tensor::argmax(std::optional<int64_t> d, bool k) const { return graft::argmax(*this, d, k); }
+Tensor Tensor::argmin(std::optional<int64_t> d, bool k) const { return graft::argmin(*this, d, k); }
+Tensor Tensor::var(const Shape& d, int64_t c, bool k) const { return graft::var(*this, d, c, k); }
+Tensor Tensor::std(const Shape& d, int64_t c, bool k) const { return graft::std(*this, d, c, k); }
+Tensor Tensor::norm(double p, const Shape& d, bool k) const { return graft::norm(*this, p, d, k); }
+Tensor Tensor::logsumexp(const Shape& d, bool k) const { return graft::logsumexp(*this, d, k); }
+
+Tensor Tensor::softmax(int64_t d) const { return graft::softmax(*this, d); }
+Tensor Tensor::log_softmax(int64_t d) const { return graft::log_softmax(*this, d); }
+Tensor Tensor::clone() const { return ops::clone(*this); }
+Tensor Tensor::detach() const { return ops::alias(*this); }
+Tensor Tensor::to(Device d, bool nb) const { return ops::to_device(*this, d, nb); }
+Tensor Tensor::to(DType t) const { return ops::to_dtype(*this, t); }
+
+// ---- in-place ----
+Tensor& Tensor::add_(const Tensor& o, Scalar alpha) { return ops::add_(*this, o, alpha); }
+Tensor& Tensor::add_(Scalar o) { return ops::add_(*this, o); }
+Tensor& Tensor::sub_(const Tensor& o, Scalar alpha) { return ops::sub_(*this, o, alpha); }
+Tensor& Tensor::sub_(Scalar o) { return ops::sub_(*this, o); }
+Tensor& Tensor::mul_(const Tensor& o) { return ops::mul_(*this, o); }
+Tensor& Tensor::mul_(Scalar o) { return ops::mul_(*this, o); }
+Tensor& Tensor::div_(const Tensor& o) { return ops::div_(*this, o); }
+Tensor& Tensor::div_(Scalar o) { return ops::div_(*this, o); }
+Tensor& Tensor::sin_() { return ops::sin_(*this); }
+Tensor& Tensor::exp_() { return ops::exp_(*this); }
+Tensor& Tensor::relu_() { return ops::relu_(*this); }
+Tensor& Tensor::zero_() { return ops::zero_(*this); }
+Tensor& Tensor::fill_(Scalar v) { return ops::fill_(*this, v); }
+Tensor& Tensor::copy_(const Tensor& s, bool nb) { return ops::copy_(*this, s, nb); }
+Tensor& Tensor::normal_(double m, double s) { return ops::normal_(*this, m, s); }
+Tensor& Tensor::uniform_(double f, double t) { return ops::uniform_(*this, f, t); }
+Tensor& Tensor::clamp_(std::optional<Scalar> lo, std::optional<Scalar> hi) { return ops::clamp_(*this, lo, hi); }
+
+// ---- operators ----
+Tensor operator+(const Tensor& a, const Tensor& b) { return graft::add(a, b); }
+Tensor operator-(const Tensor& a, const Tensor& b) { return graft::sub(a, b); }
+Tensor operator*(const Tensor& a, const Tensor& b) { return graft::mul(a, b); }
+Tensor operator/(const Tensor& a, const Tensor& b) { return graft::div(a, b); }
+Tensor operator+(const Tensor& a, Scalar b) { return graft::add(a, b); }
+Tensor operator-(const Tensor& a, Scalar b) { return graft::sub(a, b); }
+Tensor operator*(const Tensor& a, Scalar b) { return graft::mul(a, b); }
+Tensor operator/(const Tensor& a, Scalar b) { return graft::div(a, b); }
+Tensor operator+(Scalar a, const Tensor& b) { return graft::add(b, a); }
+Tensor operator-(Scalar a, const Tensor& b) { return graft::add(graft::neg(b), a); }
+Tensor operator*(Scalar a, const Tensor& b) { return graft::mul(b, a); }
+Tensor operator/(Scalar a, const Tensor& b) { return graft::mul(graft::reciprocal(b), a); }
+Tensor operator-(const Tensor& a) { return graft::neg(a); }
+
+}  // namespace graft

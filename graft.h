@@ -1,0 +1,17 @@
+#pragma once
+// graft: the umbrella header. `#include <graft/graft.h>` (installed) or "graft.h" (in tree).
+#include "runtime/allocator.h"
+#include "runtime/backend_hooks.h"
+#include "runtime/device.h"
+#include "runtime/dispatcher.h"
+#include "runtime/dtype.h"
+#include "runtime/error.h"
+#include "runtime/generator.h"
+#include "runtime/parallel.h"
+#include "runtime/scalar.h"
+#include "runtime/shape.h"
+#include "runtime/tensor.h"
+#include "runtime/tensor_options.h"
+#include "ops/ops.h"
+#include "ops/print.h"
+#include "autograd/functional.h"

@@ -1,0 +1,164 @@
+// copy_, fill_, casts, clone/contiguous and device transfer (CPU side).
+#include <cstring>
+
+#include "ops/kernel_utils.h"
+#include "ops/ops.h"
+#include "runtime/dispatcher.h"
+#include "runtime/parallel.h"
+
+namespace graft {
+namespace kernels {
+
+template <class D, class S>
+inline D cast_value(S v) {
+  if constexpr (std::is_same_v<D, bool>) return v != S(0);
+  else return static_cast<D>(v);
+}
+
+// dst[i] = cast(src[i]) over dst's shape, reading src through `src_strides` (already broadcast).
+void strided_copy(const Tensor& dst, const Tensor& src, const Shape& src_strides) {
+  dispatch_dtype(dst.dtype(), "copy_", [&]<class D>() {
+    dispatch_dtype(src.dtype(), "copy_", [&]<class S>() {
+      D* d = static_cast<D*>(dst.data_ptr());
+      const S* s = static_cast<const S*>(src.data_ptr());
+      int64_t n = dst.numel();
+      if (dst.is_contiguous() && src.is_contiguous() && src.sizes() == dst.sizes()) {
+        if constexpr (std::is_same_v<D, S>) {
+          parallel_for(0, n, kGrainSize * 4, [&](int64_t b, int64_t e) {
+            std::memcpy(d + b, s + b, static_cast<size_t>(e - b) * sizeof(D));
+          });
+        } else {
+          parallel_for(0, n, kGrainSize, [&](int64_t b, int64_t e) {
+            for (int64_t i = b; i < e; ++i) d[i] = cast_value<D>(s[i]);
+          });
+        }
+        return;
+      }
+      for_each_offset2(dst.sizes(), dst.strides(), src_strides,
+                       [&](int64_t od, int64_t os) { d[od] = cast_value<D>(s[os]); });
+    });
+  });
+}
+
+namespace {
+
+Tensor copy_cpu(const Tensor& self, const Tensor& src, bool non_blocking) {
+  (void)non_blocking;
+  check_defined(self, "copy_", "self");
+  check_defined(src, "copy_", "src");
+  GRAFT_CHECK(self.is_cpu() && src.is_cpu(), "copy_: copying between ", self.device(), " and ", src.device(),
+              " needs the CUDA backend");
+  Shape b = broadcast_shapes(self.sizes(), src.sizes(), "copy_");
+  GRAFT_CHECK(b == self.sizes(), "copy_: source of shape ", shape_str(src.sizes()),
+              " cannot be broadcast to the destination's shape ", shape_str(self.sizes()));
+  if (self.numel() == 0) return self;
+  Tensor s = src;
+  Shape st = broadcast_strides(src, self.sizes());
+  // Overlapping src/dst (e.g. x.copy_(x.t())) would read already-written elements: copy src first.
+  if (s.is_alias_of(self) && !(st == self.strides() && s.storage_offset() == self.storage_offset())) {
+    Tensor tmp = new_tensor(s.sizes(), s.dtype(), s.device());
+    strided_copy(tmp, s, s.strides());
+    s = tmp;
+    st = broadcast_strides(s, self.sizes());
+  }
+  strided_copy(self, s, st);
+  return self;
+}
+
+Tensor clone_cpu(const Tensor& self) {
+  check_defined(self, "clone", "self");
+  Tensor out = new_tensor(self.sizes(), self.dtype(), self.device());
+  strided_copy(out, self, self.strides());
+  return out;
+}
+
+Tensor to_copy_cpu(const Tensor& self, DType dtype, Device device, bool non_blocking, bool pinned) {
+  (void)non_blocking;
+  check_defined(self, "to", "self");
+  GRAFT_CHECK(self.is_cpu() && device.is_cpu(), "to: copying ", describe(self), " to ", device,
+              " needs the CUDA backend");
+  Tensor out = new_tensor(self.sizes(), dtype, device, pinned);
+  strided_copy(out, self, self.strides());
+  return out;
+}
+
+}  // namespace
+
+Tensor fill_cpu(const Tensor& self, Scalar value) {
+  check_defined(self, "fill_", "self");
+  dispatch_dtype(self.dtype(), "fill_", [&]<class T>() {
+    T v = value.to<T>();
+    T* d = static_cast<T*>(self.data_ptr());
+    if (self.is_contiguous()) {
+      int64_t n = self.numel();
+      parallel_for(0, n, kGrainSize, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) d[i] = v;
+      });
+    } else {
+      for_each_offset(self.sizes(), self.strides(), [&](int64_t o) { d[o] = v; });
+    }
+  });
+  return self;
+}
+
+Tensor contiguous_cpu(const Tensor& t, DType dtype) {
+  if (t.is_contiguous() && t.dtype() == dtype) return t;
+  Tensor out = new_tensor(t.sizes(), dtype, t.device());
+  strided_copy(out, t, t.strides());
+  return out;
+}
+
+GRAFT_DEFINE_OP("copy_(Tensor(a!) self, Tensor src, bool non_blocking) -> Tensor(a!)", /*cross_device=*/true);
+GRAFT_DEFINE_OP("fill_(Tensor(a!) self, Scalar value) -> Tensor(a!)");
+GRAFT_DEFINE_OP("clone(Tensor self) -> Tensor");
+GRAFT_DEFINE_OP("_to_copy(Tensor self, ScalarType dtype, Device device, bool non_blocking, bool pinned) -> Tensor");
+GRAFT_KERNEL("copy_", CPU, copy_cpu);
+GRAFT_KERNEL("fill_", CPU, fill_cpu);
+GRAFT_KERNEL("clone", CPU, clone_cpu);
+GRAFT_KERNEL("_to_copy", CPU, to_copy_cpu);
+
+}  // namespace kernels
+
+namespace ops {
+
+Tensor& copy_(Tensor& self, const Tensor& src, bool non_blocking) {
+  GRAFT_OP_HANDLE(op, "copy_");
+  call_op(op, self, src, non_blocking);
+  return self;
+}
+Tensor& fill_(Tensor& self, Scalar value) {
+  GRAFT_OP_HANDLE(op, "fill_");
+  call_op(op, self, value);
+  return self;
+}
+Tensor& zero_(Tensor& self) { return fill_(self, 0); }
+
+Tensor to_dtype(const Tensor& self, DType dtype) {
+  if (self.dtype() == dtype) return self;
+  GRAFT_OP_HANDLE(op, "_to_copy");
+  return call_op(op, self, dtype, self.device(), false, false)[0];
+}
+
+// The kernel is chosen by the source tensor's device; the CUDA backend's _to_copy handles every
+// transfer that involves a GPU. A CPU source going to CUDA is routed there by the Device argument.
+Tensor to_device(const Tensor& self, Device device, bool non_blocking, bool pinned) {
+  if (self.device() == device && (!pinned || self.is_pinned())) return self;
+  GRAFT_OP_HANDLE(op, "_to_copy");
+  if (self.is_cpu() && device.is_cuda()) {
+    Tensor out = kernels::new_tensor(self.sizes(), self.dtype(), device);
+    GRAFT_OP_HANDLE(copy, "copy_");
+    call_op(copy, out, self, non_blocking);
+    return out;
+  }
+  return call_op(op, self, self.dtype(), device, non_blocking, pinned && device.is_cpu())[0];
+}
+
+Tensor clone(const Tensor& self) {
+  GRAFT_OP_HANDLE(op, "clone");
+  return call_op(op, self)[0];
+}
+
+Tensor contiguous(const Tensor& self) { return self.is_contiguous() ? self : clone(self); }
+
+}  // namespace ops
+}  // namespace graft

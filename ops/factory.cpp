@@ -1,0 +1,79 @@
+// Factories: empty/full/arange on CPU. The public zeros/ones/... build on these.
+#include <cmath>
+
+#include "ops/kernel_utils.h"
+#include "ops/ops.h"
+#include "runtime/dispatcher.h"
+
+namespace graft {
+namespace kernels {
+namespace {
+
+Tensor empty_cpu(const Shape& sizes, DType dtype, Device device, bool pinned) {
+  return new_tensor(sizes, dtype, device, pinned);
+}
+
+Tensor empty_strided_cpu(const Shape& sizes, const Shape& strides, DType dtype, Device device) {
+  return new_strided(sizes, strides, dtype, device);
+}
+
+Tensor full_cpu(const Shape& sizes, Scalar value, DType dtype, Device device) {
+  Tensor t = new_tensor(sizes, dtype, device);
+  fill_cpu(t, value);
+  return t;
+}
+
+Tensor arange_cpu(double start, double end, double step, DType dtype, Device device) {
+  GRAFT_CHECK(step != 0, "arange: step must be nonzero");
+  GRAFT_CHECK(std::isfinite(start) && std::isfinite(end), "arange: unsupported range [", start, ", ", end, ")");
+  GRAFT_CHECK((step > 0 && end >= start) || (step < 0 && end <= start), "arange: upper bound and larger bound ",
+              "inconsistent with step sign (start ", start, ", end ", end, ", step ", step, ")");
+  auto n = static_cast<int64_t>(std::ceil((end - start) / step));
+  Tensor t = new_tensor({n}, dtype, device);
+  dispatch_dtype(dtype, "arange", [&]<class T>() {
+    T* d = static_cast<T*>(t.data_ptr());
+    for (int64_t i = 0; i < n; ++i) d[i] = static_cast<T>(start + static_cast<double>(i) * step);
+  });
+  return t;
+}
+
+}  // namespace
+
+GRAFT_DEFINE_OP("empty(int[] size, ScalarType dtype, Device device, bool pinned) -> Tensor");
+GRAFT_DEFINE_OP("empty_strided(int[] size, int[] stride, ScalarType dtype, Device device) -> Tensor");
+GRAFT_DEFINE_OP("full(int[] size, Scalar fill_value, ScalarType dtype, Device device) -> Tensor");
+GRAFT_DEFINE_OP("arange(float start, float end, float step, ScalarType dtype, Device device) -> Tensor");
+GRAFT_KERNEL("empty", CPU, empty_cpu);
+GRAFT_KERNEL("empty_strided", CPU, empty_strided_cpu);
+GRAFT_KERNEL("full", CPU, full_cpu);
+GRAFT_KERNEL("arange", CPU, arange_cpu);
+
+}  // namespace kernels
+
+namespace ops {
+
+Tensor empty(const Shape& sizes, DType dtype, Device device, bool pinned) {
+  GRAFT_OP_HANDLE(op, "empty");
+  return call_op(op, sizes, dtype, device, pinned)[0];
+}
+Tensor empty_strided(const Shape& sizes, const Shape& strides, DType dtype, Device device) {
+  GRAFT_OP_HANDLE(op, "empty_strided");
+  return call_op(op, sizes, strides, dtype, device)[0];
+}
+Tensor full(const Shape& sizes, Scalar value, DType dtype, Device device) {
+  GRAFT_OP_HANDLE(op, "full");
+  return call_op(op, sizes, value, dtype, device)[0];
+}
+Tensor zeros(const Shape& sizes, DType dtype, Device device) { return full(sizes, 0, dtype, device); }
+Tensor ones(const Shape& sizes, DType dtype, Device device) { return full(sizes, 1, dtype, device); }
+Tensor arange(double start, double end, double step, DType dtype, Device device) {
+  GRAFT_OP_HANDLE(op, "arange");
+  return call_op(op, start, end, step, dtype, device)[0];
+}
+Tensor empty_like(const Tensor& t) { return empty(t.sizes(), t.dtype(), t.device()); }
+Tensor zeros_like(const Tensor& t) { return zeros(t.sizes(), t.dtype(), t.device()); }
+Tensor ones_like(const Tensor& t) { return ones(t.sizes(), t.dtype(), t.device()); }
+Tensor full_like(const Tensor& t, Scalar value) { return full(t.sizes(), value, t.dtype(), t.device()); }
+
+}  // namespace ops
+}  // namespace graft

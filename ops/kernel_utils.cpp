@@ -1,0 +1,73 @@
+#include "ops/kernel_utils.h"
+
+namespace graft::kernels {
+
+Tensor new_tensor(const Shape& sizes, DType dtype, Device device, bool pinned) {
+  for (int64_t s : sizes)
+    GRAFT_CHECK(s >= 0, "empty: negative dimension in size ", shape_str(sizes));
+  size_t nbytes = static_cast<size_t>(shape_numel(sizes)) * element_size(dtype);
+  Allocator* alloc = pinned ? get_pinned_host_allocator() : get_allocator(device);
+  auto storage = std::make_shared<Storage>(nbytes, alloc, pinned);
+  return Tensor(std::make_shared<TensorImpl>(std::move(storage), dtype, sizes));
+}
+
+Tensor new_tensor_like(const Tensor& t) { return new_tensor(t.sizes(), t.dtype(), t.device()); }
+
+Tensor new_strided(const Shape& sizes, const Shape& strides, DType dtype, Device device) {
+  GRAFT_CHECK(sizes.size() == strides.size(), "empty_strided: sizes ", shape_str(sizes), " and strides ",
+              shape_str(strides), " differ in length");
+  int64_t span = 1;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    GRAFT_CHECK(sizes[i] >= 0 && strides[i] >= 0, "empty_strided: negative size or stride in ", shape_str(sizes),
+                " / ", shape_str(strides));
+    if (sizes[i] == 0) span = 0;
+  }
+  if (span != 0)
+    for (size_t i = 0; i < sizes.size(); ++i) span += (sizes[i] - 1) * strides[i];
+  auto storage = std::make_shared<Storage>(static_cast<size_t>(span) * element_size(dtype), get_allocator(device));
+  return Tensor(std::make_shared<TensorImpl>(std::move(storage), dtype, sizes, strides, 0));
+}
+
+Shape broadcast_strides(const Tensor& t, const Shape& target) {
+  size_t nd = target.size(), td = static_cast<size_t>(t.dim());
+  Shape st(nd, 0);
+  for (size_t i = 0; i < td; ++i) {
+    size_t o = nd - td + i;
+    st[o] = t.sizes()[i] == 1 && target[o] != 1 ? 0 : t.strides()[i];
+  }
+  return st;
+}
+
+void check_defined(const Tensor& t, const char* op, const char* arg) {
+  GRAFT_CHECK(t.defined(), op, ": argument '", arg, "' is an undefined tensor");
+}
+
+void check_floating(const Tensor& t, const char* op) {
+  GRAFT_CHECK(is_floating(t.dtype()), op, ": expected a floating point tensor (float32 or float64), got ",
+              describe(t));
+}
+
+void check_dim(const Tensor& t, int64_t ndim, const char* op, const char* arg) {
+  GRAFT_CHECK(t.dim() == ndim, op, ": expected '", arg, "' to be ", ndim, "-D, got ", describe(t));
+}
+
+void check_same_dtype(const Tensor& a, const Tensor& b, const char* op) {
+  GRAFT_CHECK(a.dtype() == b.dtype(), op, ": expected tensors of the same dtype, got ", describe(a), " and ",
+              describe(b));
+}
+
+void check_index_dtype(const Tensor& index, const char* op) {
+  GRAFT_CHECK(index.dtype() == kInt64, op, ": expected an int64 index tensor, got ", describe(index));
+}
+
+double read_as_double(const void* base, DType t, int64_t offset) {
+  switch (t) {
+    case DType::Float32: return static_cast<const float*>(base)[offset];
+    case DType::Float64: return static_cast<const double*>(base)[offset];
+    case DType::Int64: return static_cast<double>(static_cast<const int64_t*>(base)[offset]);
+    case DType::Bool: return static_cast<const bool*>(base)[offset] ? 1.0 : 0.0;
+  }
+  return 0;
+}
+
+}  // namespace graft::kernels

@@ -1,0 +1,118 @@
+#pragma once
+// Helpers shared by the CPU kernels: dtype dispatch, undispatched allocation, strided loops and
+// argument checks. Kernels allocate outputs with new_tensor() (not ops::empty) so that nothing they
+// do internally goes through the dispatcher or bumps a version counter.
+#include <cstdint>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "runtime/error.h"
+#include "runtime/tensor.h"
+
+namespace graft::kernels {
+
+// Calls f.template operator()<T>() with T the C++ type of `t`.
+template <class F>
+decltype(auto) dispatch_dtype(DType t, const char* op, F&& f) {
+  switch (t) {
+    case DType::Float32: return f.template operator()<float>();
+    case DType::Float64: return f.template operator()<double>();
+    case DType::Int64: return f.template operator()<int64_t>();
+    case DType::Bool: return f.template operator()<bool>();
+  }
+  GRAFT_ERROR(op, ": unsupported dtype ", t);
+}
+template <class F>
+decltype(auto) dispatch_floating(DType t, const char* op, F&& f) {
+  switch (t) {
+    case DType::Float32: return f.template operator()<float>();
+    case DType::Float64: return f.template operator()<double>();
+    default: break;
+  }
+  GRAFT_ERROR(op, ": expected a floating point tensor (float32 or float64), got ", t);
+}
+
+// A fresh, contiguous, uninitialised tensor. Never dispatched, version 0.
+Tensor new_tensor(const Shape& sizes, DType dtype, Device device, bool pinned = false);
+Tensor new_tensor_like(const Tensor& t);  // same sizes/dtype/device, contiguous
+Tensor new_strided(const Shape& sizes, const Shape& strides, DType dtype, Device device);
+
+// The strides that read `t` broadcast to `target` (0 where t's dim is 1 or missing). `target` must
+// be a valid broadcast of t's shape.
+Shape broadcast_strides(const Tensor& t, const Shape& target);
+
+// Undispatched CPU building blocks other kernels reuse (defined in ops/copy.cpp).
+void strided_copy(const Tensor& dst, const Tensor& src, const Shape& src_strides);
+Tensor contiguous_cpu(const Tensor& t, DType dtype);  // t itself when already contiguous in dtype
+inline Tensor contiguous_cpu(const Tensor& t) { return contiguous_cpu(t, t.dtype()); }
+Tensor fill_cpu(const Tensor& self, Scalar value);
+
+// Checks.
+void check_defined(const Tensor& t, const char* op, const char* arg);
+void check_floating(const Tensor& t, const char* op);
+void check_dim(const Tensor& t, int64_t ndim, const char* op, const char* arg);
+void check_same_dtype(const Tensor& a, const Tensor& b, const char* op);
+void check_index_dtype(const Tensor& index, const char* op);
+
+// Calls f(offset) with the element offset (in elements, from data()) of every element of a strided
+// tensor in row-major order. The generic fallback for kernels that have no faster path.
+template <class F>
+void for_each_offset(const Shape& sizes, const Shape& strides, F&& f) {
+  int64_t nd = static_cast<int64_t>(sizes.size());
+  int64_t n = 1;
+  for (int64_t s : sizes) n *= s;
+  if (n == 0) return;
+  if (nd == 0) {
+    f(int64_t{0});
+    return;
+  }
+  std::vector<int64_t> idx(nd, 0);
+  int64_t off = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    f(off);
+    for (int64_t d = nd - 1; d >= 0; --d) {
+      if (++idx[d] < sizes[d]) {
+        off += strides[d];
+        break;
+      }
+      off -= strides[d] * (sizes[d] - 1);
+      idx[d] = 0;
+    }
+  }
+}
+
+// Two-operand version: f(offset_a, offset_b) over the same sizes with two stride sets.
+template <class F>
+void for_each_offset2(const Shape& sizes, const Shape& sa, const Shape& sb, F&& f) {
+  int64_t nd = static_cast<int64_t>(sizes.size());
+  int64_t n = 1;
+  for (int64_t s : sizes) n *= s;
+  if (n == 0) return;
+  if (nd == 0) {
+    f(int64_t{0}, int64_t{0});
+    return;
+  }
+  // The innermost dim runs as a plain loop; the outer dims advance an index counter.
+  int64_t inner = sizes[nd - 1], ia = sa[nd - 1], ib = sb[nd - 1];
+  std::vector<int64_t> idx(nd, 0);
+  int64_t oa = 0, ob = 0;
+  for (int64_t outer = 0; outer < n / inner; ++outer) {
+    for (int64_t i = 0; i < inner; ++i) f(oa + i * ia, ob + i * ib);
+    for (int64_t d = nd - 2; d >= 0; --d) {
+      if (++idx[d] < sizes[d]) {
+        oa += sa[d];
+        ob += sb[d];
+        break;
+      }
+      oa -= sa[d] * (sizes[d] - 1);
+      ob -= sb[d] * (sizes[d] - 1);
+      idx[d] = 0;
+    }
+  }
+}
+
+// Reads/writes one element at an element offset, converting through double (for generic paths).
+double read_as_double(const void* base, DType t, int64_t offset);
+
+}  // namespace graft::kernels

@@ -1,0 +1,185 @@
+// Random fills on CPU from the counter-based generator (runtime/generator.h).
+//
+// Element i of a fill depends only on (seed, first reserved counter, i): the mapping below is the
+// contract the CUDA kernels reproduce, so the same seed gives the same numbers on either device.
+//   uniform f32:  block base + i/4, word i%4
+//   uniform f64:  block base + i/2, words 2(i%2), 2(i%2)+1
+//   normal f32:   block base + i/2, words 2(i%2), 2(i%2)+1 -> Box-Muller (cos branch)
+//   normal f64:   block base + i,   words (0,1) and (2,3)  -> Box-Muller (cos branch)
+//   random int:   block base + i/2, words 2(i%2), 2(i%2)+1 as 64 bits, modulo the range
+#include <cmath>
+#include <numbers>
+
+#include "ops/kernel_utils.h"
+#include "ops/ops.h"
+#include "runtime/dispatcher.h"
+#include "runtime/generator.h"
+#include "runtime/parallel.h"
+
+namespace graft {
+namespace kernels {
+namespace {
+
+// Fills a contiguous tensor through f(i) -> value, then copies into `self` if it is strided.
+template <class T, class F>
+void fill_elements(const Tensor& self, F&& f) {
+  Tensor dst = self.is_contiguous() ? self : new_tensor(self.sizes(), self.dtype(), self.device());
+  T* d = static_cast<T*>(dst.data_ptr());
+  parallel_for(0, dst.numel(), kGrainSize, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) d[i] = f(i);
+  });
+  if (!dst.is_same(self)) strided_copy(self, dst, dst.strides());
+}
+
+inline double box_muller(double u1, double u2) {
+  return std::sqrt(-2.0 * std::log1p(-u1)) * std::cos(2.0 * std::numbers::pi * u2);
+}
+
+Tensor normal_cpu(const Tensor& self, double mean, double std) {
+  check_floating(self, "normal_");
+  GRAFT_CHECK(std >= 0, "normal_: expects std >= 0.0, but found std ", std);
+  auto n = static_cast<uint64_t>(self.numel());
+  Generator& g = default_generator(self.device());
+  uint64_t seed = g.seed();
+  if (self.dtype() == kFloat32) {
+    uint64_t base = g.reserve((n + 1) / 2);
+    fill_elements<float>(self, [&](int64_t i) {
+      auto w = philox4x32(seed, base + static_cast<uint64_t>(i) / 2);
+      int k = 2 * static_cast<int>(i % 2);
+      double z = box_muller(uint_to_unit_float(w[k]), uint_to_unit_float(w[k + 1]));
+      return static_cast<float>(mean + std * z);
+    });
+  } else {
+    uint64_t base = g.reserve(n);
+    fill_elements<double>(self, [&](int64_t i) {
+      auto w = philox4x32(seed, base + static_cast<uint64_t>(i));
+      return mean + std * box_muller(uint_to_unit_double(w[0], w[1]), uint_to_unit_double(w[2], w[3]));
+    });
+  }
+  return self;
+}
+
+Tensor uniform_cpu(const Tensor& self, double from, double to) {
+  check_floating(self, "uniform_");
+  GRAFT_CHECK(from <= to, "uniform_: expects from <= to, but found from=", from, " > to=", to);
+  auto n = static_cast<uint64_t>(self.numel());
+  Generator& g = default_generator(self.device());
+  uint64_t seed = g.seed();
+  if (self.dtype() == kFloat32) {
+    uint64_t base = g.reserve((n + 3) / 4);
+    fill_elements<float>(self, [&](int64_t i) {
+      auto w = philox4x32(seed, base + static_cast<uint64_t>(i) / 4);
+      return static_cast<float>(from + (to - from) * uint_to_unit_float(w[i % 4]));
+    });
+  } else {
+    uint64_t base = g.reserve((n + 1) / 2);
+    fill_elements<double>(self, [&](int64_t i) {
+      auto w = philox4x32(seed, base + static_cast<uint64_t>(i) / 2);
+      int k = 2 * static_cast<int>(i % 2);
+      return from + (to - from) * uint_to_unit_double(w[k], w[k + 1]);
+    });
+  }
+  return self;
+}
+
+Tensor random_cpu(const Tensor& self, int64_t low, int64_t high) {
+  GRAFT_CHECK(low < high, "random_: expects low < high, but got low=", low, ", high=", high);
+  GRAFT_CHECK(self.dtype() != kBool || (low >= 0 && high <= 2), "random_: range [", low, ", ", high,
+              ") does not fit a bool tensor");
+  auto n = static_cast<uint64_t>(self.numel());
+  Generator& g = default_generator(self.device());
+  uint64_t seed = g.seed();
+  uint64_t base = g.reserve((n + 1) / 2);
+  auto range = static_cast<uint64_t>(high - low);
+  dispatch_dtype(self.dtype(), "random_", [&]<class T>() {
+    fill_elements<T>(self, [&](int64_t i) {
+      auto w = philox4x32(seed, base + static_cast<uint64_t>(i) / 2);
+      int k = 2 * static_cast<int>(i % 2);
+      uint64_t v = (static_cast<uint64_t>(w[k]) << 32) | w[k + 1];
+      return static_cast<T>(low + static_cast<int64_t>(v % range));
+    });
+  });
+  return self;
+}
+
+Tensor bernoulli_cpu(const Tensor& self, double p) {
+  GRAFT_CHECK(p >= 0 && p <= 1, "bernoulli_: expects 0 <= p <= 1, but got p=", p);
+  auto n = static_cast<uint64_t>(self.numel());
+  Generator& g = default_generator(self.device());
+  uint64_t seed = g.seed();
+  uint64_t base = g.reserve((n + 3) / 4);
+  dispatch_dtype(self.dtype(), "bernoulli_", [&]<class T>() {
+    fill_elements<T>(self, [&](int64_t i) {
+      auto w = philox4x32(seed, base + static_cast<uint64_t>(i) / 4);
+      return static_cast<T>(uint_to_unit_float(w[i % 4]) < p ? 1 : 0);
+    });
+  });
+  return self;
+}
+
+Tensor randn_cpu(const Shape& sizes, DType dtype, Device device) {
+  return normal_cpu(new_tensor(sizes, dtype, device), 0, 1);
+}
+Tensor rand_cpu(const Shape& sizes, DType dtype, Device device) {
+  return uniform_cpu(new_tensor(sizes, dtype, device), 0, 1);
+}
+Tensor randint_cpu(int64_t low, int64_t high, const Shape& sizes, DType dtype, Device device) {
+  return random_cpu(new_tensor(sizes, dtype, device), low, high);
+}
+
+}  // namespace
+
+GRAFT_DEFINE_OP("randn(int[] size, ScalarType dtype, Device device) -> Tensor");
+GRAFT_DEFINE_OP("rand(int[] size, ScalarType dtype, Device device) -> Tensor");
+GRAFT_DEFINE_OP("randint(int low, int high, int[] size, ScalarType dtype, Device device) -> Tensor");
+GRAFT_KERNEL("randn", CPU, randn_cpu);
+GRAFT_KERNEL("rand", CPU, rand_cpu);
+GRAFT_KERNEL("randint", CPU, randint_cpu);
+GRAFT_DEFINE_OP("normal_(Tensor(a!) self, float mean, float std) -> Tensor(a!)");
+GRAFT_DEFINE_OP("uniform_(Tensor(a!) self, float from, float to) -> Tensor(a!)");
+GRAFT_DEFINE_OP("random_(Tensor(a!) self, int low, int high) -> Tensor(a!)");
+GRAFT_DEFINE_OP("bernoulli_(Tensor(a!) self, float p) -> Tensor(a!)");
+GRAFT_KERNEL("normal_", CPU, normal_cpu);
+GRAFT_KERNEL("uniform_", CPU, uniform_cpu);
+GRAFT_KERNEL("random_", CPU, random_cpu);
+GRAFT_KERNEL("bernoulli_", CPU, bernoulli_cpu);
+
+}  // namespace kernels
+
+namespace ops {
+
+Tensor& normal_(Tensor& self, double mean, double std) {
+  GRAFT_OP_HANDLE(op, "normal_");
+  call_op(op, self, mean, std);
+  return self;
+}
+Tensor& uniform_(Tensor& self, double from, double to) {
+  GRAFT_OP_HANDLE(op, "uniform_");
+  call_op(op, self, from, to);
+  return self;
+}
+Tensor& random_(Tensor& self, int64_t low, int64_t high) {
+  GRAFT_OP_HANDLE(op, "random_");
+  call_op(op, self, low, high);
+  return self;
+}
+Tensor randn(const Shape& sizes, DType dtype, Device device) {
+  GRAFT_OP_HANDLE(op, "randn");
+  return call_op(op, sizes, dtype, device)[0];
+}
+Tensor rand(const Shape& sizes, DType dtype, Device device) {
+  GRAFT_OP_HANDLE(op, "rand");
+  return call_op(op, sizes, dtype, device)[0];
+}
+Tensor randint(int64_t low, int64_t high, const Shape& sizes, DType dtype, Device device) {
+  GRAFT_OP_HANDLE(op, "randint");
+  return call_op(op, low, high, sizes, dtype, device)[0];
+}
+Tensor& bernoulli_(Tensor& self, double p) {
+  GRAFT_OP_HANDLE(op, "bernoulli_");
+  call_op(op, self, p);
+  return self;
+}
+
+}  // namespace ops
+}  // namespace graft

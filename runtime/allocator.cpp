@@ -1,0 +1,103 @@
+#include "runtime/allocator.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <new>
+
+#include "runtime/error.h"
+
+namespace graft {
+
+namespace {
+
+// Statistics kept with atomics: allocation is on every op's path, a mutex would serialise threads.
+struct AtomicStats {
+  std::atomic<int64_t> allocated{0}, peak{0}, allocs{0}, frees{0};
+
+  void on_alloc(int64_t n) {
+    int64_t now = allocated.fetch_add(n, std::memory_order_relaxed) + n;
+    allocs.fetch_add(1, std::memory_order_relaxed);
+    int64_t p = peak.load(std::memory_order_relaxed);
+    while (now > p && !peak.compare_exchange_weak(p, now, std::memory_order_relaxed)) {
+    }
+  }
+  void on_free(int64_t n) {
+    allocated.fetch_sub(n, std::memory_order_relaxed);
+    frees.fetch_add(1, std::memory_order_relaxed);
+  }
+  MemoryStats snapshot() const {
+    MemoryStats s;
+    s.allocated_bytes = allocated.load(std::memory_order_relaxed);
+    s.peak_allocated_bytes = peak.load(std::memory_order_relaxed);
+    s.reserved_bytes = s.allocated_bytes;
+    s.num_allocs = allocs.load(std::memory_order_relaxed);
+    s.num_frees = frees.load(std::memory_order_relaxed);
+    return s;
+  }
+};
+
+// The block size is remembered in a 64-byte header in front of the user pointer, so free() knows
+// how many bytes to subtract without a side table.
+constexpr size_t kAlign = 64;
+
+class HostAllocator final : public Allocator {
+ public:
+  DataPtr allocate(size_t nbytes) override {
+    size_t total = ((nbytes + kAlign - 1) / kAlign) * kAlign + kAlign;
+    void* raw = std::aligned_alloc(kAlign, total);
+    if (!raw) GRAFT_ERROR("cpu allocator: out of memory allocating ", nbytes, " bytes");
+    *static_cast<size_t*>(raw) = nbytes;
+    stats_.on_alloc(static_cast<int64_t>(nbytes));
+    return DataPtr{static_cast<char*>(raw) + kAlign, this, &HostAllocator::release, kCPU};
+  }
+  MemoryStats stats() const override { return stats_.snapshot(); }
+  void reset_peak_stats() override { stats_.peak.store(stats_.allocated.load()); }
+
+ private:
+  static void release(void* ctx, void* ptr) {
+    auto* self = static_cast<HostAllocator*>(ctx);
+    void* raw = static_cast<char*>(ptr) - kAlign;
+    self->stats_.on_free(static_cast<int64_t>(*static_cast<size_t*>(raw)));
+    std::free(raw);
+  }
+  AtomicStats stats_;
+};
+
+HostAllocator& cpu_instance() {
+  static HostAllocator* a = new HostAllocator();  // leaked: storages may die after main()
+  return *a;
+}
+
+std::atomic<Allocator*> g_allocators[kNumDeviceTypes] = {};
+std::atomic<Allocator*> g_pinned{nullptr};
+
+}  // namespace
+
+Allocator* cpu_allocator() { return &cpu_instance(); }
+
+Allocator* get_allocator(Device device) {
+  if (device.is_cpu()) {
+    Allocator* a = g_allocators[0].load(std::memory_order_acquire);
+    return a ? a : cpu_allocator();
+  }
+  Allocator* a = g_allocators[static_cast<int>(device.type)].load(std::memory_order_acquire);
+  GRAFT_CHECK(a != nullptr, "no allocator for device ", device,
+              ": graft was built without CUDA support or no CUDA device is available");
+  return a;
+}
+
+Allocator* set_allocator(DeviceType type, Allocator* alloc) {
+  return g_allocators[static_cast<int>(type)].exchange(alloc);
+}
+
+Allocator* get_pinned_host_allocator() {
+  Allocator* a = g_pinned.load(std::memory_order_acquire);
+  return a ? a : cpu_allocator();
+}
+Allocator* set_pinned_host_allocator(Allocator* alloc) { return g_pinned.exchange(alloc); }
+
+MemoryStats memory_stats(Device device) { return get_allocator(device)->stats(); }
+void reset_peak_memory_stats(Device device) { get_allocator(device)->reset_peak_stats(); }
+void empty_cache(Device device) { get_allocator(device)->empty_cache(); }
+
+}  // namespace graft

@@ -1,0 +1,60 @@
+#pragma once
+// IValue: one boxed op argument. The dispatcher passes an op's arguments as a Stack of IValues, so
+// a dispatch mode can see and rewrite any op call without knowing its C++ signature.
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "runtime/tensor.h"
+
+namespace graft {
+
+using IValue = std::variant<std::monostate, Tensor, Scalar, int64_t, bool, double, Shape, std::vector<Tensor>,
+                            DType, Device, std::string>;
+using Stack = std::vector<IValue>;
+
+namespace detail {
+template <class T> struct is_optional : std::false_type {};
+template <class T> struct is_optional<std::optional<T>> : std::true_type {};
+}  // namespace detail
+
+// Boxing: C++ argument -> IValue.
+inline IValue box(const Tensor& t) { return t; }
+inline IValue box(Scalar s) { return s; }
+inline IValue box(int64_t v) { return v; }
+inline IValue box(int v) { return static_cast<int64_t>(v); }
+inline IValue box(bool v) { return v; }
+inline IValue box(double v) { return v; }
+inline IValue box(const Shape& v) { return v; }
+inline IValue box(const std::vector<Tensor>& v) { return v; }
+inline IValue box(DType v) { return v; }
+inline IValue box(Device v) { return v; }
+inline IValue box(const std::string& v) { return v; }
+inline IValue box(const char* v) { return std::string(v); }
+template <class T> IValue box(const std::optional<T>& v) { return v ? box(*v) : IValue{}; }
+
+// Unboxing: IValue -> the kernel's parameter type.
+template <class T> struct Unbox {
+  static T get(IValue& v) {
+    using U = std::decay_t<T>;
+    if constexpr (detail::is_optional<U>::value) {
+      if (std::holds_alternative<std::monostate>(v)) return std::nullopt;
+      return Unbox<typename U::value_type>::get(v);
+    } else if constexpr (std::is_same_v<U, Tensor>) {
+      if (std::holds_alternative<std::monostate>(v)) return Tensor();
+      return std::get<Tensor>(v);
+    } else if constexpr (std::is_same_v<U, double>) {
+      if (auto* s = std::get_if<Scalar>(&v)) return s->to_double();
+      return std::get<double>(v);
+    } else if constexpr (std::is_same_v<U, Scalar>) {
+      if (auto* d = std::get_if<double>(&v)) return Scalar(*d);
+      if (auto* i = std::get_if<int64_t>(&v)) return Scalar(*i);
+      return std::get<Scalar>(v);
+    } else {
+      return std::get<U>(v);
+    }
+  }
+};
+
+}  // namespace graft

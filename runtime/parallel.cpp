@@ -1,0 +1,39 @@
+#include "runtime/parallel.h"
+
+#include <atomic>
+#include <thread>
+
+namespace graft {
+
+namespace {
+std::atomic<int> g_threads{0};
+}
+
+int get_num_threads() {
+  int n = g_threads.load(std::memory_order_relaxed);
+  if (n > 0) return n;
+#ifdef _OPENMP
+  n = omp_get_max_threads();
+#else
+  n = 1;
+#endif
+  g_threads.store(n, std::memory_order_relaxed);
+  return n;
+}
+
+void set_num_threads(int n) {
+  g_threads.store(n < 1 ? 1 : n, std::memory_order_relaxed);
+#ifdef _OPENMP
+  omp_set_num_threads(n < 1 ? 1 : n);
+#endif
+}
+
+bool in_parallel_region() {
+#ifdef _OPENMP
+  return omp_in_parallel();
+#else
+  return false;
+#endif
+}
+
+}  // namespace graft

@@ -1,0 +1,214 @@
+#pragma once
+// Tensor: a cheap-to-copy handle to a TensorImpl (like libtorch's at::Tensor).
+//
+// Copying a Tensor shares the impl: `b = a` makes b the same tensor, not a view or a copy.
+// The accessors below read the impl directly. The math methods forward to the public functions
+// (autograd/functions.h), which record autograd history and then call the dispatcher; they are
+// declared here so user code reads `x.matmul(w).relu()`, and defined in the layer that owns them.
+#include <any>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <ostream>
+#include <vector>
+
+#include "runtime/error.h"
+#include "runtime/hook_handle.h"
+#include "runtime/scalar.h"
+#include "runtime/tensor_impl.h"
+#include "runtime/tensor_options.h"
+
+namespace graft {
+
+namespace autograd {
+class Node;
+}
+
+class Tensor {
+ public:
+  Tensor() = default;
+  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+
+  bool defined() const { return impl_ != nullptr; }
+  TensorImpl* impl() const { return impl_.get(); }
+  const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
+
+  // ---- metadata ----
+  const Shape& sizes() const { return checked()->sizes(); }
+  int64_t size(int64_t dim) const;
+  const Shape& strides() const { return checked()->strides(); }
+  int64_t stride(int64_t dim) const;
+  int64_t dim() const { return checked()->dim(); }
+  int64_t numel() const { return checked()->numel(); }
+  int64_t storage_offset() const { return checked()->storage_offset(); }
+  DType dtype() const { return checked()->dtype(); }
+  DType scalar_type() const { return dtype(); }
+  Device device() const { return checked()->device(); }
+  bool is_cuda() const { return device().is_cuda(); }
+  bool is_cpu() const { return device().is_cpu(); }
+  bool is_contiguous() const { return checked()->is_contiguous(); }
+  bool is_pinned() const { return checked()->storage()->pinned(); }
+  size_t element_size() const { return graft::element_size(dtype()); }
+  size_t nbytes() const { return static_cast<size_t>(numel()) * element_size(); }
+  TensorOptions options() const { return TensorOptions{}.dtype(dtype()).device(device()); }
+
+  void* data_ptr() const { return checked()->data(); }
+  template <class T> T* data_ptr() const {
+    GRAFT_CHECK(dtype_v<T> == dtype(), "data_ptr: expected dtype ", dtype_v<T>, " but the tensor is ", dtype());
+    return static_cast<T*>(data_ptr());
+  }
+  int64_t version() const { return checked()->version(); }
+  bool is_same(const Tensor& o) const { return impl_ == o.impl_; }
+  // True when both tensors view the same storage.
+  bool is_alias_of(const Tensor& o) const {
+    return defined() && o.defined() && impl_->storage() == o.impl_->storage();
+  }
+
+  // Copies to host and reads. item() needs exactly one element.
+  template <class T> T item() const;
+  template <class T> std::vector<T> to_vector() const;
+
+  // ---- views: share storage and version counter ----
+  Tensor view(const Shape& shape) const;
+  Tensor reshape(const Shape& shape) const;
+  Tensor transpose(int64_t dim0, int64_t dim1) const;
+  Tensor t() const;
+  Tensor permute(const Shape& dims) const;
+  Tensor slice(int64_t dim, int64_t start, int64_t end, int64_t step = 1) const;
+  Tensor narrow(int64_t dim, int64_t start, int64_t length) const;
+  Tensor select(int64_t dim, int64_t index) const;
+  Tensor expand(const Shape& shape) const;
+  Tensor expand_as(const Tensor& other) const { return expand(other.sizes()); }
+  Tensor squeeze() const;
+  Tensor squeeze(int64_t dim) const;
+  Tensor unsqueeze(int64_t dim) const;
+  Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
+  Tensor contiguous() const;
+  Tensor operator[](int64_t index) const { return select(0, index); }
+
+  // ---- out-of-place math ----
+  Tensor add(const Tensor& o, Scalar alpha = 1) const;
+  Tensor add(Scalar o) const;
+  Tensor sub(const Tensor& o, Scalar alpha = 1) const;
+  Tensor sub(Scalar o) const;
+  Tensor mul(const Tensor& o) const;
+  Tensor mul(Scalar o) const;
+  Tensor div(const Tensor& o) const;
+  Tensor div(Scalar o) const;
+  Tensor neg() const;
+  Tensor exp() const;
+  Tensor log() const;
+  Tensor sin() const;
+  Tensor cos() const;
+  Tensor tanh() const;
+  Tensor sigmoid() const;
+  Tensor relu() const;
+  Tensor sqrt() const;
+  Tensor rsqrt() const;
+  Tensor abs() const;
+  Tensor sign() const;
+  Tensor log1p() const;
+  Tensor expm1() const;
+  Tensor erf() const;
+  Tensor reciprocal() const;
+  Tensor gelu(const std::string& approximate = "none") const;
+  Tensor pow(Scalar exponent) const;
+  Tensor pow(const Tensor& exponent) const;
+  Tensor clamp(std::optional<Scalar> min, std::optional<Scalar> max = std::nullopt) const;
+  Tensor maximum(const Tensor& o) const;
+  Tensor minimum(const Tensor& o) const;
+  Tensor gt(const Tensor& o) const;
+  Tensor gt(Scalar o) const;
+  Tensor lt(const Tensor& o) const;
+  Tensor lt(Scalar o) const;
+  Tensor ge(const Tensor& o) const;
+  Tensor ge(Scalar o) const;
+  Tensor le(const Tensor& o) const;
+  Tensor le(Scalar o) const;
+  Tensor eq(const Tensor& o) const;
+  Tensor eq(Scalar o) const;
+  Tensor ne(const Tensor& o) const;
+  Tensor ne(Scalar o) const;
+  Tensor masked_fill(const Tensor& mask, Scalar value) const;
+
+  Tensor matmul(const Tensor& o) const;
+  Tensor mm(const Tensor& o) const;
+  Tensor bmm(const Tensor& o) const;
+
+  Tensor sum() const;
+  Tensor sum(const Shape& dims, bool keepdim = false) const;
+  Tensor mean() const;
+  Tensor mean(const Shape& dims, bool keepdim = false) const;
+  Tensor max() const;
+  std::vector<Tensor> max(int64_t dim, bool keepdim = false) const;  // {values, indices}
+  Tensor min() const;
+  std::vector<Tensor> min(int64_t dim, bool keepdim = false) const;
+  Tensor amax(const Shape& dims = {}, bool keepdim = false) const;
+  Tensor amin(const Shape& dims = {}, bool keepdim = false) const;
+  Tensor argmax(std::optional<int64_t> dim = std::nullopt, bool keepdim = false) const;
+  Tensor argmin(std::optional<int64_t> dim = std::nullopt, bool keepdim = false) const;
+  Tensor var(const Shape& dims = {}, int64_t correction = 1, bool keepdim = false) const;
+  Tensor std(const Shape& dims = {}, int64_t correction = 1, bool keepdim = false) const;
+  Tensor norm(double p = 2, const Shape& dims = {}, bool keepdim = false) const;
+  Tensor logsumexp(const Shape& dims, bool keepdim = false) const;
+
+  Tensor softmax(int64_t dim) const;
+  Tensor log_softmax(int64_t dim) const;
+  Tensor clone() const;
+  Tensor detach() const;
+  Tensor to(Device device, bool non_blocking = false) const;
+  Tensor to(DType dtype) const;
+  Tensor cpu() const { return to(Device(DeviceType::CPU)); }
+  Tensor cuda() const { return to(Device(DeviceType::CUDA)); }
+
+  // ---- in-place: bump the version counter once ----
+  Tensor& add_(const Tensor& o, Scalar alpha = 1);
+  Tensor& add_(Scalar o);
+  Tensor& sub_(const Tensor& o, Scalar alpha = 1);
+  Tensor& sub_(Scalar o);
+  Tensor& mul_(const Tensor& o);
+  Tensor& mul_(Scalar o);
+  Tensor& div_(const Tensor& o);
+  Tensor& div_(Scalar o);
+  Tensor& sin_();
+  Tensor& exp_();
+  Tensor& relu_();
+  Tensor& zero_();
+  Tensor& fill_(Scalar value);
+  Tensor& copy_(const Tensor& src, bool non_blocking = false);
+  Tensor& normal_(double mean = 0, double std = 1);
+  Tensor& uniform_(double from = 0, double to = 1);
+  Tensor& clamp_(std::optional<Scalar> min, std::optional<Scalar> max = std::nullopt);
+
+ private:
+  TensorImpl* checked() const {
+    if (!impl_) [[unlikely]]
+      detail::throw_error("Tensor: operation on an undefined tensor");
+    return impl_.get();
+  }
+  std::shared_ptr<TensorImpl> impl_;
+};
+
+// Operators (both sides, Scalar on either side), as libtorch.
+Tensor operator+(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& a, const Tensor& b);
+Tensor operator*(const Tensor& a, const Tensor& b);
+Tensor operator/(const Tensor& a, const Tensor& b);
+Tensor operator+(const Tensor& a, Scalar b);
+Tensor operator-(const Tensor& a, Scalar b);
+Tensor operator*(const Tensor& a, Scalar b);
+Tensor operator/(const Tensor& a, Scalar b);
+Tensor operator+(Scalar a, const Tensor& b);
+Tensor operator-(Scalar a, const Tensor& b);
+Tensor operator*(Scalar a, const Tensor& b);
+Tensor operator/(Scalar a, const Tensor& b);
+Tensor operator-(const Tensor& a);
+
+// PyTorch's format: tensor([1., 2., 3.]), with dtype/device suffixes where not default.
+std::ostream& operator<<(std::ostream& os, const Tensor& t);
+
+// A short description for error messages: "[2, 3] float32 cpu".
+std::string describe(const Tensor& t);
+
+}  // namespace graft

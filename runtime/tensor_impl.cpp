@@ -1,0 +1,29 @@
+#include "runtime/tensor_impl.h"
+
+namespace graft {
+
+TensorImpl::TensorImpl(std::shared_ptr<Storage> storage, DType dtype, Shape sizes, Shape strides, int64_t offset)
+    : storage_(std::move(storage)), sizes_(std::move(sizes)), strides_(std::move(strides)), offset_(offset),
+      dtype_(dtype) {
+  refresh();
+}
+
+TensorImpl::TensorImpl(std::shared_ptr<Storage> storage, DType dtype, Shape sizes)
+    : storage_(std::move(storage)), sizes_(std::move(sizes)), dtype_(dtype) {
+  strides_ = contiguous_strides(sizes_);
+  refresh();
+}
+
+void TensorImpl::set_sizes_and_strides(Shape sizes, Shape strides, int64_t offset) {
+  sizes_ = std::move(sizes);
+  strides_ = std::move(strides);
+  offset_ = offset;
+  refresh();
+}
+
+void TensorImpl::refresh() {
+  numel_ = shape_numel(sizes_);
+  is_contiguous_ = is_contiguous_layout(sizes_, strides_);
+}
+
+}  // namespace graft

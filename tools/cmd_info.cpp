@@ -1,0 +1,46 @@
+// `graft info` and `graft demo`.
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <iostream>
+
+#include "cuda/cuda_backend.h"
+#include "graft.h"
+#include "graft_config.h"
+#include "tools/commands.h"
+
+namespace graft::tools {
+
+int run_info() {
+  const dnnl_version_t* v = dnnl_version();
+  std::cout << "graft " << GRAFT_VERSION << '\n'
+            << "build type:     " << GRAFT_BUILD_TYPE << '\n'
+            << "oneDNN:         " << v->major << '.' << v->minor << '.' << v->patch << '\n'
+            << "CUDA backend:   " << (cuda::built_with_cuda() ? "built" : "not built") << '\n'
+            << "CUDA runtime:   " << cuda_hooks().runtime_version() << '\n'
+            << "CPU threads:    " << get_num_threads() << '\n'
+            << "devices:        cpu";
+  for (int i = 0; i < cuda_device_count(); ++i) std::cout << ", cuda:" << i << " (" << cuda_hooks().device_name(i) << ")";
+  std::cout << '\n' << "registered ops: " << registered_ops().size() << '\n';
+  return 0;
+}
+
+int run_demo() {
+  manual_seed(0);
+  Tensor a = arange(6, dtype(kFloat32)).view({2, 3});
+  std::cout << "a = arange(6).view({2, 3})\n" << a << "\n\n";
+  Tensor at = a.t();
+  std::cout << "a.t() is a view: same storage, strides " << shape_str(at.strides()) << "\n" << at << "\n\n";
+  Tensor b = randn({3, 2});
+  std::cout << "b = randn({3, 2}) with seed 0\n" << b << "\n\n";
+  std::cout << "a.matmul(b)\n" << a.matmul(b) << "\n\n";
+  std::cout << "softmax(a, 1)\n" << a.softmax(1) << "\n\n";
+  int64_t v0 = a.version();
+  at.mul_(2);
+  std::cout << "after a.t().mul_(2): a.version() " << v0 << " -> " << a.version() << "\n" << a << "\n\n";
+  MemoryStats s = memory_stats(kCPU);
+  std::cout << "cpu memory: allocated " << s.allocated_bytes << " B, peak " << s.peak_allocated_bytes << " B, "
+            << s.num_allocs << " allocs\n";
+  return 0;
+}
+
+}  // namespace graft::tools

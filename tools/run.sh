@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# The main job: install what is missing, configure, build, and run the graft program.
+# Usage: tools/run.sh [graft arguments...]   (default: `graft info` then `graft demo`)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash tools/deps.sh
+[ -d /usr/local/cuda/bin ] && export PATH="/usr/local/cuda/bin:$PATH"
+builddir=${GRAFT_BUILDDIR:-build}
+[ -f "$builddir/build.ninja" ] || meson setup "$builddir" -Dbuildtype=release >/dev/null
+ninja -C "$builddir" tools/graft >/dev/null
+if [ $# -gt 0 ]; then
+  exec "$builddir/tools/graft" "$@"
+fi
+"$builddir/tools/graft" info
+echo
+"$builddir/tools/graft" demo

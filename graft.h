@@ -14,4 +14,4 @@
 #include "runtime/tensor_options.h"
 #include "ops/ops.h"
 #include "ops/print.h"
-#include "autograd/functional.h"
+#include "autograd/autograd.h"

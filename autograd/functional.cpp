@@ -1,5 +1,4 @@
-// Public op functions. Autograd recording is added here by the autograd layer; the calls below are
-// the forward computation through the dispatcher.
+// Public factories. The differentiable op functions live in derivatives_*.cpp, next to their rules.
 #include "autograd/functional.h"
 
 #include "ops/ops.h"
@@ -9,7 +8,7 @@ namespace graft {
 // ---- factories ----
 namespace {
 Tensor finish(Tensor t, const TensorOptions& o) {
-  (void)o;  // requires_grad is applied by the autograd layer (issue 3)
+  if (o.get_requires_grad()) t.requires_grad_(true);
   return t;
 }
 template <class T>
@@ -69,103 +68,5 @@ Tensor tensor(const std::vector<bool>& v, const Shape& s, TensorOptions o) {
 Tensor scalar_tensor(Scalar v, TensorOptions o) {
   return full({}, v, o.dtype(o.get_dtype(v.is_bool() ? kBool : v.is_integral() ? kInt64 : kFloat32)));
 }
-
-// ---- elementwise ----
-Tensor add(const Tensor& a, const Tensor& b, Scalar alpha) { return ops::add(a, b, alpha); }
-Tensor add(const Tensor& a, Scalar b) { return ops::add(a, b); }
-Tensor sub(const Tensor& a, const Tensor& b, Scalar alpha) { return ops::sub(a, b, alpha); }
-Tensor sub(const Tensor& a, Scalar b) { return ops::sub(a, b); }
-Tensor mul(const Tensor& a, const Tensor& b) { return ops::mul(a, b); }
-Tensor mul(const Tensor& a, Scalar b) { return ops::mul(a, b); }
-Tensor div(const Tensor& a, const Tensor& b) { return ops::div(a, b); }
-Tensor div(const Tensor& a, Scalar b) { return ops::div(a, b); }
-Tensor neg(const Tensor& x) { return ops::neg(x); }
-Tensor exp(const Tensor& x) { return ops::exp(x); }
-Tensor log(const Tensor& x) { return ops::log(x); }
-Tensor sin(const Tensor& x) { return ops::sin(x); }
-Tensor cos(const Tensor& x) { return ops::cos(x); }
-Tensor tanh(const Tensor& x) { return ops::tanh(x); }
-Tensor sigmoid(const Tensor& x) { return ops::sigmoid(x); }
-Tensor relu(const Tensor& x) { return ops::relu(x); }
-Tensor sqrt(const Tensor& x) { return ops::sqrt(x); }
-Tensor rsqrt(const Tensor& x) { return ops::rsqrt(x); }
-Tensor abs(const Tensor& x) { return ops::abs(x); }
-Tensor sign(const Tensor& x) { return ops::sign(x); }
-Tensor log1p(const Tensor& x) { return ops::log1p(x); }
-Tensor expm1(const Tensor& x) { return ops::expm1(x); }
-Tensor erf(const Tensor& x) { return ops::erf(x); }
-Tensor reciprocal(const Tensor& x) { return ops::reciprocal(x); }
-Tensor gelu(const Tensor& x, const std::string& approximate) { return ops::gelu(x, approximate); }
-Tensor pow(const Tensor& x, Scalar e) { return ops::pow(x, e); }
-Tensor pow(const Tensor& x, const Tensor& e) { return ops::pow(x, e); }
-Tensor clamp(const Tensor& x, std::optional<Scalar> lo, std::optional<Scalar> hi) { return ops::clamp(x, lo, hi); }
-Tensor maximum(const Tensor& a, const Tensor& b) { return ops::maximum(a, b); }
-Tensor minimum(const Tensor& a, const Tensor& b) { return ops::minimum(a, b); }
-Tensor where(const Tensor& c, const Tensor& a, const Tensor& b) { return ops::where(c, a, b); }
-Tensor masked_fill(const Tensor& x, const Tensor& m, Scalar v) { return ops::masked_fill(x, m, v); }
-Tensor gt(const Tensor& a, const Tensor& b) { return ops::gt(a, b); }
-Tensor lt(const Tensor& a, const Tensor& b) { return ops::lt(a, b); }
-Tensor ge(const Tensor& a, const Tensor& b) { return ops::ge(a, b); }
-Tensor le(const Tensor& a, const Tensor& b) { return ops::le(a, b); }
-Tensor eq(const Tensor& a, const Tensor& b) { return ops::eq(a, b); }
-Tensor ne(const Tensor& a, const Tensor& b) { return ops::ne(a, b); }
-
-// ---- reductions ----
-Tensor sum(const Tensor& x, const Shape& d, bool k) { return ops::sum(x, d, k); }
-Tensor mean(const Tensor& x, const Shape& d, bool k) { return ops::mean(x, d, k); }
-Tensor amax(const Tensor& x, const Shape& d, bool k) { return ops::amax(x, d, k); }
-Tensor amin(const Tensor& x, const Shape& d, bool k) { return ops::amin(x, d, k); }
-std::vector<Tensor> max(const Tensor& x, int64_t d, bool k) { return ops::max_dim(x, d, k); }
-std::vector<Tensor> min(const Tensor& x, int64_t d, bool k) { return ops::min_dim(x, d, k); }
-Tensor max(const Tensor& x) { return ops::max(x); }
-Tensor min(const Tensor& x) { return ops::min(x); }
-Tensor argmax(const Tensor& x, std::optional<int64_t> d, bool k) { return ops::argmax(x, d, k); }
-Tensor argmin(const Tensor& x, std::optional<int64_t> d, bool k) { return ops::argmin(x, d, k); }
-Tensor var(const Tensor& x, const Shape& d, int64_t c, bool k) { return ops::var(x, d, c, k); }
-Tensor std(const Tensor& x, const Shape& d, int64_t c, bool k) { return ops::std(x, d, c, k); }
-Tensor norm(const Tensor& x, double p, const Shape& d, bool k) { return ops::norm(x, p, d, k); }
-Tensor logsumexp(const Tensor& x, const Shape& d, bool k) { return ops::logsumexp(x, d, k); }
-
-// ---- linear algebra, convolution, pooling ----
-Tensor matmul(const Tensor& a, const Tensor& b) { return ops::matmul(a, b); }
-Tensor mm(const Tensor& a, const Tensor& b) { return ops::mm(a, b); }
-Tensor bmm(const Tensor& a, const Tensor& b) { return ops::bmm(a, b); }
-Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) { return ops::linear(x, w, b); }
-Tensor conv2d(const Tensor& in, const Tensor& w, const Tensor& b, const Shape& s, const Shape& p, const Shape& d,
-              int64_t g) {
-  return ops::conv2d(in, w, b, s, p, d, g);
-}
-Tensor max_pool2d(const Tensor& in, const Shape& k, const Shape& s, const Shape& p, const Shape& d, bool c) {
-  return ops::max_pool2d(in, k, s, p, d, c);
-}
-Tensor avg_pool2d(const Tensor& in, const Shape& k, const Shape& s, const Shape& p, bool c, bool cip) {
-  return ops::avg_pool2d(in, k, s, p, c, cip);
-}
-
-// ---- softmax, losses, normalisation ----
-Tensor softmax(const Tensor& x, int64_t dim) { return ops::softmax(x, dim); }
-Tensor log_softmax(const Tensor& x, int64_t dim) { return ops::log_softmax(x, dim); }
-Tensor nll_loss(const Tensor& lp, const Tensor& t, const Tensor& w, const std::string& r, int64_t ii) {
-  return ops::nll_loss(lp, t, w, r, ii);
-}
-Tensor cross_entropy(const Tensor& x, const Tensor& t, const Tensor& w, const std::string& r, int64_t ii, double ls) {
-  return ops::cross_entropy(x, t, w, r, ii, ls);
-}
-Tensor mse_loss(const Tensor& a, const Tensor& b, const std::string& r) { return ops::mse_loss(a, b, r); }
-Tensor layer_norm(const Tensor& x, const Shape& ns, const Tensor& w, const Tensor& b, double eps) {
-  return ops::layer_norm(x, ns, w, b, eps)[0];
-}
-
-// ---- indexing, joining ----
-Tensor embedding(const Tensor& w, const Tensor& i, int64_t p) { return ops::embedding(w, i, p); }
-Tensor index_select(const Tensor& x, int64_t d, const Tensor& i) { return ops::index_select(x, d, i); }
-Tensor gather(const Tensor& x, int64_t d, const Tensor& i) { return ops::gather(x, d, i); }
-Tensor scatter_add(const Tensor& x, int64_t d, const Tensor& i, const Tensor& s) { return ops::scatter_add(x, d, i, s); }
-Tensor cat(const std::vector<Tensor>& ts, int64_t d) { return ops::cat(ts, d); }
-Tensor stack(const std::vector<Tensor>& ts, int64_t d) { return ops::stack(ts, d); }
-std::vector<Tensor> split(const Tensor& x, int64_t s, int64_t d) { return ops::split(x, s, d); }
-std::vector<Tensor> chunk(const Tensor& x, int64_t c, int64_t d) { return ops::chunk(x, c, d); }
-Tensor pad(const Tensor& x, const Shape& p, double v) { return ops::pad(x, p, v); }
-Tensor one_hot(const Tensor& i, int64_t n) { return ops::one_hot(i, n); }
 
 }  // namespace graft

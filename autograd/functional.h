@@ -119,6 +119,7 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
                   double eps = 1e-5);
 
 // ---- indexing, joining, shape ----
+Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
 Tensor embedding(const Tensor& weight, const Tensor& indices, int64_t padding_idx = -1);
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
@@ -129,5 +130,44 @@ std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim = 0);
 std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim = 0);
 Tensor pad(const Tensor& x, const Shape& pads, double value = 0.0);
 Tensor one_hot(const Tensor& indices, int64_t num_classes);
+
+// ---- views, copies and conversions (also reachable as Tensor methods) ----
+Tensor view(const Tensor& x, const Shape& shape);
+Tensor reshape(const Tensor& x, const Shape& shape);
+Tensor transpose(const Tensor& x, int64_t dim0, int64_t dim1);
+Tensor permute(const Tensor& x, const Shape& dims);
+Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end, int64_t step = 1);
+Tensor select(const Tensor& x, int64_t dim, int64_t index);
+Tensor expand(const Tensor& x, const Shape& shape);
+Tensor squeeze(const Tensor& x, std::optional<int64_t> dim = std::nullopt);
+Tensor unsqueeze(const Tensor& x, int64_t dim);
+Tensor flatten(const Tensor& x, int64_t start_dim = 0, int64_t end_dim = -1);
+Tensor as_strided(const Tensor& x, const Shape& sizes, const Shape& strides, int64_t offset);
+Tensor clone(const Tensor& x);
+Tensor contiguous(const Tensor& x);
+Tensor detach(const Tensor& x);
+Tensor to(const Tensor& x, DType dtype);
+Tensor to(const Tensor& x, Device device, bool non_blocking = false);
+// Sums a broadcast gradient back to `shape` (the inverse of expand).
+Tensor sum_to(const Tensor& x, const Shape& shape);
+
+// ---- in-place (bump the version counter once; rebase autograd history) ----
+Tensor& add_(Tensor& a, const Tensor& b, Scalar alpha = 1);
+Tensor& add_(Tensor& a, Scalar b);
+Tensor& sub_(Tensor& a, const Tensor& b, Scalar alpha = 1);
+Tensor& sub_(Tensor& a, Scalar b);
+Tensor& mul_(Tensor& a, const Tensor& b);
+Tensor& mul_(Tensor& a, Scalar b);
+Tensor& div_(Tensor& a, const Tensor& b);
+Tensor& div_(Tensor& a, Scalar b);
+Tensor& sin_(Tensor& x);
+Tensor& exp_(Tensor& x);
+Tensor& relu_(Tensor& x);
+Tensor& zero_(Tensor& x);
+Tensor& fill_(Tensor& x, Scalar value);
+Tensor& copy_(Tensor& dst, const Tensor& src, bool non_blocking = false);
+Tensor& clamp_(Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max);
+Tensor& normal_(Tensor& x, double mean = 0, double std = 1);
+Tensor& uniform_(Tensor& x, double from = 0, double to = 1);
 
 }  // namespace graft

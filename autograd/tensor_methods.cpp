@@ -7,16 +7,16 @@
 namespace graft {
 
 // ---- views ----
-Tensor Tensor::view(const Shape& s) const { return ops::view(*this, s); }
-Tensor Tensor::reshape(const Shape& s) const { return ops::reshape(*this, s); }
-Tensor Tensor::transpose(int64_t a, int64_t b) const { return ops::transpose(*this, a, b); }
+Tensor Tensor::view(const Shape& s) const { return graft::view(*this, s); }
+Tensor Tensor::reshape(const Shape& s) const { return graft::reshape(*this, s); }
+Tensor Tensor::transpose(int64_t a, int64_t b) const { return graft::transpose(*this, a, b); }
 Tensor Tensor::t() const {
   GRAFT_CHECK(dim() <= 2, "t: expects a tensor with <= 2 dimensions, but self is ", dim(), "-D (shape ",
               shape_str(sizes()), ")");
   return dim() < 2 ? *this : transpose(0, 1);
 }
-Tensor Tensor::permute(const Shape& d) const { return ops::permute(*this, d); }
-Tensor Tensor::slice(int64_t d, int64_t s, int64_t e, int64_t st) const { return ops::slice(*this, d, s, e, st); }
+Tensor Tensor::permute(const Shape& d) const { return graft::permute(*this, d); }
+Tensor Tensor::slice(int64_t d, int64_t s, int64_t e, int64_t st) const { return graft::slice(*this, d, s, e, st); }
 Tensor Tensor::narrow(int64_t d, int64_t s, int64_t len) const {
   int64_t wd = wrap_dim(d, dim(), "narrow");
   int64_t n = sizes()[wd];
@@ -25,13 +25,13 @@ Tensor Tensor::narrow(int64_t d, int64_t s, int64_t len) const {
               ") exceeds dimension size (", n, ")");
   return slice(wd, start, start + len);
 }
-Tensor Tensor::select(int64_t d, int64_t i) const { return ops::select(*this, d, i); }
-Tensor Tensor::expand(const Shape& s) const { return ops::expand(*this, s); }
-Tensor Tensor::squeeze() const { return ops::squeeze(*this, std::nullopt); }
-Tensor Tensor::squeeze(int64_t d) const { return ops::squeeze(*this, d); }
-Tensor Tensor::unsqueeze(int64_t d) const { return ops::unsqueeze(*this, d); }
-Tensor Tensor::flatten(int64_t s, int64_t e) const { return ops::flatten(*this, s, e); }
-Tensor Tensor::contiguous() const { return ops::contiguous(*this); }
+Tensor Tensor::select(int64_t d, int64_t i) const { return graft::select(*this, d, i); }
+Tensor Tensor::expand(const Shape& s) const { return graft::expand(*this, s); }
+Tensor Tensor::squeeze() const { return graft::squeeze(*this, std::nullopt); }
+Tensor Tensor::squeeze(int64_t d) const { return graft::squeeze(*this, d); }
+Tensor Tensor::unsqueeze(int64_t d) const { return graft::unsqueeze(*this, d); }
+Tensor Tensor::flatten(int64_t s, int64_t e) const { return graft::flatten(*this, s, e); }
+Tensor Tensor::contiguous() const { return graft::contiguous(*this); }
 
 // ---- math ----
 Tensor Tensor::add(const Tensor& o, Scalar alpha) const { return graft::add(*this, o, alpha); }
@@ -101,29 +101,29 @@ Tensor Tensor::logsumexp(const Shape& d, bool k) const { return graft::logsumexp
 
 Tensor Tensor::softmax(int64_t d) const { return graft::softmax(*this, d); }
 Tensor Tensor::log_softmax(int64_t d) const { return graft::log_softmax(*this, d); }
-Tensor Tensor::clone() const { return ops::clone(*this); }
-Tensor Tensor::detach() const { return ops::alias(*this); }
-Tensor Tensor::to(Device d, bool nb) const { return ops::to_device(*this, d, nb); }
-Tensor Tensor::to(DType t) const { return ops::to_dtype(*this, t); }
+Tensor Tensor::clone() const { return graft::clone(*this); }
+Tensor Tensor::detach() const { return graft::detach(*this); }
+Tensor Tensor::to(Device d, bool nb) const { return graft::to(*this, d, nb); }
+Tensor Tensor::to(DType t) const { return graft::to(*this, t); }
 
 // ---- in-place ----
-Tensor& Tensor::add_(const Tensor& o, Scalar alpha) { return ops::add_(*this, o, alpha); }
-Tensor& Tensor::add_(Scalar o) { return ops::add_(*this, o); }
-Tensor& Tensor::sub_(const Tensor& o, Scalar alpha) { return ops::sub_(*this, o, alpha); }
-Tensor& Tensor::sub_(Scalar o) { return ops::sub_(*this, o); }
-Tensor& Tensor::mul_(const Tensor& o) { return ops::mul_(*this, o); }
-Tensor& Tensor::mul_(Scalar o) { return ops::mul_(*this, o); }
-Tensor& Tensor::div_(const Tensor& o) { return ops::div_(*this, o); }
-Tensor& Tensor::div_(Scalar o) { return ops::div_(*this, o); }
-Tensor& Tensor::sin_() { return ops::sin_(*this); }
-Tensor& Tensor::exp_() { return ops::exp_(*this); }
-Tensor& Tensor::relu_() { return ops::relu_(*this); }
-Tensor& Tensor::zero_() { return ops::zero_(*this); }
-Tensor& Tensor::fill_(Scalar v) { return ops::fill_(*this, v); }
-Tensor& Tensor::copy_(const Tensor& s, bool nb) { return ops::copy_(*this, s, nb); }
-Tensor& Tensor::normal_(double m, double s) { return ops::normal_(*this, m, s); }
-Tensor& Tensor::uniform_(double f, double t) { return ops::uniform_(*this, f, t); }
-Tensor& Tensor::clamp_(std::optional<Scalar> lo, std::optional<Scalar> hi) { return ops::clamp_(*this, lo, hi); }
+Tensor& Tensor::add_(const Tensor& o, Scalar alpha) { return graft::add_(*this, o, alpha); }
+Tensor& Tensor::add_(Scalar o) { return graft::add_(*this, o); }
+Tensor& Tensor::sub_(const Tensor& o, Scalar alpha) { return graft::sub_(*this, o, alpha); }
+Tensor& Tensor::sub_(Scalar o) { return graft::sub_(*this, o); }
+Tensor& Tensor::mul_(const Tensor& o) { return graft::mul_(*this, o); }
+Tensor& Tensor::mul_(Scalar o) { return graft::mul_(*this, o); }
+Tensor& Tensor::div_(const Tensor& o) { return graft::div_(*this, o); }
+Tensor& Tensor::div_(Scalar o) { return graft::div_(*this, o); }
+Tensor& Tensor::sin_() { return graft::sin_(*this); }
+Tensor& Tensor::exp_() { return graft::exp_(*this); }
+Tensor& Tensor::relu_() { return graft::relu_(*this); }
+Tensor& Tensor::zero_() { return graft::zero_(*this); }
+Tensor& Tensor::fill_(Scalar v) { return graft::fill_(*this, v); }
+Tensor& Tensor::copy_(const Tensor& s, bool nb) { return graft::copy_(*this, s, nb); }
+Tensor& Tensor::normal_(double m, double s) { return graft::normal_(*this, m, s); }
+Tensor& Tensor::uniform_(double f, double t) { return graft::uniform_(*this, f, t); }
+Tensor& Tensor::clamp_(std::optional<Scalar> lo, std::optional<Scalar> hi) { return graft::clamp_(*this, lo, hi); }
 
 // ---- operators ----
 Tensor operator+(const Tensor& a, const Tensor& b) { return graft::add(a, b); }

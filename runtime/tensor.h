@@ -181,6 +181,24 @@ class Tensor {
   Tensor& uniform_(double from = 0, double to = 1);
   Tensor& clamp_(std::optional<Scalar> min, std::optional<Scalar> max = std::nullopt);
 
+  // ---- autograd (defined in autograd/) ----
+  bool requires_grad() const;
+  // Leaves only; floating dtypes only.
+  Tensor& requires_grad_(bool requires_grad = true);
+  bool is_leaf() const;
+  Tensor grad() const;
+  Tensor& mutable_grad();
+  void retain_grad();
+  bool retains_grad() const;
+  std::shared_ptr<autograd::Node> grad_fn() const;
+  // Output index of this tensor in grad_fn (0 for leaves).
+  uint32_t output_nr() const;
+  void backward(const Tensor& gradient = {}, std::optional<bool> retain_graph = std::nullopt,
+                bool create_graph = false, const std::vector<Tensor>& inputs = {}) const;
+  // fn(grad) -> replacement (or an undefined Tensor to keep grad). Runs each time a gradient for
+  // this tensor is computed.
+  HookHandle register_hook(std::function<Tensor(const Tensor& grad)> fn) const;
+
  private:
   TensorImpl* checked() const {
     if (!impl_) [[unlikely]]

@@ -1,0 +1,45 @@
+#include "autograd/accumulate_grad.h"
+
+#include "autograd/functional.h"
+#include "autograd/grad_mode.h"
+#include "ops/ops.h"
+
+namespace graft::autograd {
+
+AccumulateGrad::AccumulateGrad(Tensor variable) : variable_(std::move(variable)) {
+  add_input_metadata(variable_);
+}
+
+Tensor run_leaf_hooks(const Tensor& leaf, Tensor grad) {
+  AutogradMeta* m = get_meta(leaf);
+  if (!m) return grad;
+  for (auto& h : m->leaf_hooks_) {
+    if (!h->fn || !grad.defined()) continue;
+    Tensor r = h->fn(grad);
+    if (r.defined()) grad = r;
+  }
+  return grad;
+}
+
+void accumulate_into_grad(const Tensor& t, Tensor grad) {
+  AutogradMeta& m = ensure_meta(t);
+  std::lock_guard<std::mutex> lock(m.mutex_);
+  if (!m.grad_.defined()) {
+    // Steal the buffer when the engine holds the only reference and no history must be kept.
+    bool stealable = !is_grad_enabled() && grad.impl_ptr().use_count() == 1 && get_meta(grad) == nullptr &&
+                     grad.is_contiguous();
+    m.grad_ = stealable ? grad : (is_grad_enabled() ? grad : ops::clone(grad));
+  } else if (!is_grad_enabled()) {
+    ops::add_(m.grad_, grad);
+  } else {
+    m.grad_ = graft::add(m.grad_, grad);
+  }
+}
+
+variable_list AccumulateGrad::apply(variable_list&& grads) {
+  Tensor g = run_leaf_hooks(variable_, std::move(grads[0]));
+  if (g.defined()) accumulate_into_grad(variable_, std::move(g));
+  return {};
+}
+
+}  // namespace graft::autograd

@@ -1,0 +1,12 @@
+#pragma once
+// The autograd layer's public headers.
+#include "autograd/engine.h"
+#include "autograd/function.h"
+#include "autograd/functional.h"
+#include "autograd/grad_mode.h"
+#include "autograd/gradcheck.h"
+#include "autograd/node.h"
+
+namespace graft::autograd {
+using graft::autograd::grad_accumulator;
+}

@@ -1,0 +1,284 @@
+// Derivatives of reductions, softmax, losses and layer norm. Notation: x input, y output, g grad;
+// g_k is g with the reduced dims re-inserted (size 1) so it broadcasts over x.
+#include <cmath>
+#include <limits>
+
+#include "autograd/derivatives_util.h"
+
+namespace graft {
+using namespace autograd;
+using namespace autograd::rules;
+
+namespace {
+
+Tensor S(OpNode& n, size_t i) { return n.saved_tensor(i); }
+int64_t ndim_in(const OpNode& n) { return static_cast<int64_t>(n.inputs[0].shape.size()); }
+Tensor gk(const OpNode& n, const Tensor& g) { return unsqueeze_reduced(g, n.ints, ndim_in(n), n.flag); }
+
+// ---------------- the table ----------------
+variable_list d_sum(OpNode& n, const variable_list& g) {  // dx = expand(g_k)
+  return {graft::expand(gk(n, g[0]), n.inputs[0].shape)};
+}
+variable_list d_mean(OpNode& n, const variable_list& g) {  // dx = expand(g_k) / N
+  double count = static_cast<double>(reduced_count(n.inputs[0].shape, n.ints));
+  return {graft::expand(gk(n, g[0]), n.inputs[0].shape) / count};
+}
+// amax/amin/max()/min(): the gradient is shared evenly by the elements equal to the extremum.
+variable_list d_extremum(OpNode& n, const variable_list& g) {  // x, y
+  Tensor x = S(n, 0), yk = gk(n, S(n, 1));
+  Tensor mask = graft::to(ops::eq(x, yk), x.dtype());
+  Tensor count = graft::sum(mask, n.ints.empty() ? reduced_dims({}, x.dim()) : n.ints, true);
+  return {gk(n, g[0]) * mask / count};
+}
+variable_list d_max_dim(OpNode& n, const variable_list& g) {  // indices: scatter g back to the argmax
+  int64_t dim = n.ints[0];
+  Tensor idx = S(n, 0);
+  Tensor gkk = g[0], ik = idx;
+  if (!n.flag) {
+    gkk = graft::unsqueeze(gkk, dim);
+    ik = ops::unsqueeze(ik, dim);
+  }
+  return {graft::scatter_add(zeros_of(n.inputs[0]), dim, ik, gkk)};
+}
+variable_list d_var(OpNode& n, const variable_list& g) {  // x: g_k * 2 (x - mean) / (N - c)
+  Tensor x = S(n, 0);
+  double denom = static_cast<double>(reduced_count(x.sizes(), n.ints)) - n.real;
+  Tensor mean = graft::mean(x, n.ints.empty() ? reduced_dims({}, x.dim()) : n.ints, true);
+  return {gk(n, g[0]) * (x - mean) * (2.0 / denom)};
+}
+variable_list d_std(OpNode& n, const variable_list& g) {  // x, y: g_k (x - mean) / (y_k (N - c))
+  Tensor x = S(n, 0), yk = gk(n, S(n, 1));
+  double denom = static_cast<double>(reduced_count(x.sizes(), n.ints)) - n.real;
+  Tensor mean = graft::mean(x, n.ints.empty() ? reduced_dims({}, x.dim()) : n.ints, true);
+  return {gk(n, g[0]) * (x - mean) / (yk * denom)};
+}
+variable_list d_norm(OpNode& n, const variable_list& g) {  // x, y (p in n.real)
+  Tensor x = S(n, 0), yk = gk(n, S(n, 1)), g_k = gk(n, g[0]);
+  double p = n.real;
+  if (p == 0) return {graft::zeros_like(x)};
+  if (p == 1) return {g_k * graft::sign(x)};
+  if (std::isinf(p)) {
+    Tensor ax = graft::abs(x);
+    Tensor mask = graft::to(ops::eq(ax, yk), x.dtype());
+    Tensor count = graft::sum(mask, n.ints.empty() ? reduced_dims({}, x.dim()) : n.ints, true);
+    return {g_k * graft::sign(x) * mask / count};
+  }
+  Tensor safe = graft::where(ops::eq(yk, 0), graft::ones_like(yk), yk);
+  if (p == 2) return {graft::where(ops::eq(yk, 0), graft::zeros_like(x), g_k * x / safe)};
+  Tensor num = x * graft::pow(graft::abs(x), p - 2);
+  return {graft::where(ops::eq(yk, 0), graft::zeros_like(x), g_k * num / graft::pow(safe, p - 1))};
+}
+variable_list d_logsumexp(OpNode& n, const variable_list& g) {  // x, y: g_k * exp(x - y_k)
+  Tensor x = S(n, 0), yk = gk(n, S(n, 1));
+  return {gk(n, g[0]) * graft::exp(x - yk)};
+}
+variable_list d_softmax(OpNode& n, const variable_list& g) {  // y: y * (g - sum(g*y, dim))
+  Tensor y = S(n, 0);
+  int64_t dim = n.ints[0];
+  if (!building_graph()) return {ops::softmax_backward(g[0], y, dim)};
+  return {y * (g[0] - graft::sum(g[0] * y, {dim}, true))};
+}
+variable_list d_log_softmax(OpNode& n, const variable_list& g) {  // y: g - exp(y) * sum(g, dim)
+  Tensor y = S(n, 0);
+  int64_t dim = n.ints[0];
+  if (!building_graph()) return {ops::log_softmax_backward(g[0], y, dim)};
+  return {g[0] - graft::exp(y) * graft::sum(g[0], {dim}, true)};
+}
+// nll_loss is linear in log_probs: its gradient is a fixed pattern M (-w[t]/denominator at each
+// target) scaled by g, so it stays differentiable in g for higher orders.
+variable_list d_nll_loss(OpNode& n, const variable_list& g) {  // log_probs, target, weight
+  Tensor lp = S(n, 0), target = S(n, 1), weight = S(n, 2);
+  Tensor ones = ops::ones(g[0].sizes(), g[0].dtype(), g[0].device());
+  Tensor m = ops::nll_loss_backward(ones, lp, target, weight, n.str, n.ints[0]);
+  Tensor gb = g[0];
+  if (n.str == "none" && lp.dim() >= 2) gb = graft::unsqueeze(gb, 1);
+  return {m * gb, Tensor(), Tensor()};
+}
+variable_list d_layer_norm(OpNode& n, const variable_list& g) {  // x, weight, bias, mean, rstd
+  Tensor x = S(n, 0), w = S(n, 1), b = S(n, 2), mean = S(n, 3), rstd = S(n, 4);
+  auto r = ops::layer_norm_backward(g[0], x, n.ints, mean, rstd, w, b);
+  if (building_graph())
+    for (auto& t : r) t = mark_not_twice_differentiable(t, "LayerNorm", {&g[0], &x, &w});
+  return {n.needs(0) ? r[0] : Tensor(), n.needs(1) ? r[1] : Tensor(), n.needs(2) ? r[2] : Tensor()};
+}
+
+// ---------------- forward wrappers ----------------
+Tensor reduction(const char* name, BackwardFn fn, const Tensor& x, Tensor y, const Shape& dims, bool keepdim,
+                 bool save_x, bool save_y) {
+  if (auto n = record_op(name, fn, {&x})) {
+    set_output(n, y);
+    n->ints = reduced_dims(dims, x.dim());
+    n->flag = keepdim;
+    if (save_x) n->save(x);
+    if (save_y) n->save(y, true);
+  }
+  return y;
+}
+
+}  // namespace
+
+Tensor sum(const Tensor& x, const Shape& d, bool k) {
+  return reduction("SumBackward", d_sum, x, ops::sum(x, d, k), d, k, false, false);
+}
+Tensor mean(const Tensor& x, const Shape& d, bool k) {
+  return reduction("MeanBackward", d_mean, x, ops::mean(x, d, k), d, k, false, false);
+}
+Tensor amax(const Tensor& x, const Shape& d, bool k) {
+  return reduction("AmaxBackward", d_extremum, x, ops::amax(x, d, k), d, k, true, true);
+}
+Tensor amin(const Tensor& x, const Shape& d, bool k) {
+  return reduction("AminBackward", d_extremum, x, ops::amin(x, d, k), d, k, true, true);
+}
+Tensor max(const Tensor& x) { return reduction("MaxBackward", d_extremum, x, ops::max(x), {}, false, true, true); }
+Tensor min(const Tensor& x) { return reduction("MinBackward", d_extremum, x, ops::min(x), {}, false, true, true); }
+static std::vector<Tensor> extremum_dim(const char* name, std::vector<Tensor> r, const Tensor& x, int64_t dim,
+                                        bool keepdim) {
+  if (auto n = record_op(name, d_max_dim, {&x})) {
+    set_output(n, r[0]);
+    n->ints = {wrap_dim(dim, x.dim(), name)};
+    n->flag = keepdim;
+    n->save(r[1]);
+  }
+  return r;
+}
+std::vector<Tensor> max(const Tensor& x, int64_t d, bool k) { return extremum_dim("MaxBackward", ops::max_dim(x, d, k), x, d, k); }
+std::vector<Tensor> min(const Tensor& x, int64_t d, bool k) { return extremum_dim("MinBackward", ops::min_dim(x, d, k), x, d, k); }
+Tensor argmax(const Tensor& x, std::optional<int64_t> d, bool k) { return ops::argmax(x, d, k); }
+Tensor argmin(const Tensor& x, std::optional<int64_t> d, bool k) { return ops::argmin(x, d, k); }
+Tensor var(const Tensor& x, const Shape& d, int64_t c, bool k) {
+  Tensor y = ops::var(x, d, c, k);
+  if (auto n = record_op("VarBackward", d_var, {&x})) {
+    set_output(n, y);
+    n->ints = reduced_dims(d, x.dim());
+    n->flag = k;
+    n->real = static_cast<double>(c);
+    n->save(x);
+  }
+  return y;
+}
+Tensor std(const Tensor& x, const Shape& d, int64_t c, bool k) {
+  Tensor y = ops::std(x, d, c, k);
+  if (auto n = record_op("StdBackward", d_std, {&x})) {
+    set_output(n, y);
+    n->ints = reduced_dims(d, x.dim());
+    n->flag = k;
+    n->real = static_cast<double>(c);
+    n->save(x);
+    n->save(y, true);
+  }
+  return y;
+}
+Tensor norm(const Tensor& x, double p, const Shape& d, bool k) {
+  Tensor y = ops::norm(x, p, d, k);
+  if (auto n = record_op("NormBackward", d_norm, {&x})) {
+    set_output(n, y);
+    n->ints = reduced_dims(d, x.dim());
+    n->flag = k;
+    n->real = p;
+    n->save(x);
+    n->save(y, true);
+  }
+  return y;
+}
+Tensor logsumexp(const Tensor& x, const Shape& d, bool k) {
+  return reduction("LogsumexpBackward", d_logsumexp, x, ops::logsumexp(x, d, k), d, k, true, true);
+}
+
+Tensor softmax(const Tensor& x, int64_t dim) {
+  Tensor y = ops::softmax(x, dim);
+  if (auto n = record_op("SoftmaxBackward", d_softmax, {&x})) {
+    set_output(n, y);
+    n->ints = {wrap_dim(dim, x.dim(), "softmax")};
+    n->save(y, true);
+  }
+  return y;
+}
+Tensor log_softmax(const Tensor& x, int64_t dim) {
+  Tensor y = ops::log_softmax(x, dim);
+  if (auto n = record_op("LogSoftmaxBackward", d_log_softmax, {&x})) {
+    set_output(n, y);
+    n->ints = {wrap_dim(dim, x.dim(), "log_softmax")};
+    n->save(y, true);
+  }
+  return y;
+}
+
+Tensor nll_loss(const Tensor& lp, const Tensor& t, const Tensor& w, const std::string& r, int64_t ii) {
+  Tensor y = ops::nll_loss(lp, t, w, r, ii);
+  if (auto n = record_op("NllLossBackward", d_nll_loss, {&lp, &t, &w})) {
+    set_output(n, y);
+    n->save(lp);
+    n->save(t);
+    n->save(w);
+    n->str = r;
+    n->ints = {ii};
+  }
+  return y;
+}
+
+// cross_entropy = nll_loss(log_softmax(x)), plus PyTorch's label smoothing term; composed from
+// differentiable ops so every order of derivative is exact.
+Tensor cross_entropy(const Tensor& x, const Tensor& t, const Tensor& w, const std::string& r, int64_t ii, double ls) {
+  GRAFT_CHECK(ls >= 0 && ls <= 1, "cross_entropy: label_smoothing must be between 0.0 and 1.0, got ", ls);
+  GRAFT_CHECK(x.dim() >= 1, "cross_entropy: expected input with at least 1 dimension, got ", describe(x));
+  int64_t cdim = x.dim() == 1 ? 0 : 1;
+  Tensor lp = graft::log_softmax(x, cdim);
+  Tensor nll = graft::nll_loss(lp, t, w, r, ii);
+  if (ls == 0) return nll;
+  int64_t classes = x.size(cdim);
+  Tensor wlp = lp;
+  if (w.defined()) {
+    Shape wshape(static_cast<size_t>(x.dim()), 1);
+    wshape[cdim] = classes;
+    wlp = lp * graft::reshape(w, wshape);
+  }
+  Tensor smooth = -graft::sum(wlp, {cdim});  // per sample
+  Tensor ignored = ops::eq(t, ii);
+  smooth = graft::masked_fill(smooth, ignored, 0);
+  Tensor reduced;
+  if (r == "none") {
+    reduced = smooth;
+  } else if (r == "sum") {
+    reduced = graft::sum(smooth);
+  } else {
+    Tensor keep = ops::logical_not(ignored);
+    Tensor denom;
+    if (w.defined()) {
+      Tensor safe_t = ops::masked_fill(t, ignored, 0);
+      denom = ops::sum(ops::mul(ops::embedding(ops::reshape(w, {-1, 1}), safe_t).squeeze(-1),
+                                ops::to_dtype(keep, w.dtype())));
+    } else {
+      denom = ops::sum(ops::to_dtype(keep, x.dtype()));
+    }
+    reduced = graft::sum(smooth) / denom;
+  }
+  return nll * (1 - ls) + reduced * (ls / static_cast<double>(classes));
+}
+
+// mse_loss = reduce((a - b)^2), composed so it is differentiable to any order.
+Tensor mse_loss(const Tensor& a, const Tensor& b, const std::string& r) {
+  GRAFT_CHECK(a.sizes() == b.sizes(), "mse_loss: input shape ", shape_str(a.sizes()),
+              " and target shape ", shape_str(b.sizes()), " must match");
+  GRAFT_CHECK(r == "mean" || r == "sum" || r == "none", "mse_loss: unknown reduction '", r,
+              "' (expected mean, sum or none)");
+  Tensor d = a - b;
+  Tensor sq = d * d;
+  if (r == "none") return sq;
+  return r == "sum" ? graft::sum(sq) : graft::mean(sq);
+}
+
+Tensor layer_norm(const Tensor& x, const Shape& ns, const Tensor& w, const Tensor& b, double eps) {
+  auto r = ops::layer_norm(x, ns, w, b, eps);
+  if (auto n = record_op("NativeLayerNormBackward", d_layer_norm, {&x, &w, &b})) {
+    set_output(n, r[0]);
+    n->ints = ns;
+    n->save(x);
+    n->save(w);
+    n->save(b);
+    n->save(r[1]);
+    n->save(r[2]);
+  }
+  return r[0];
+}
+
+}  // namespace graft

@@ -1,0 +1,262 @@
+// Derivatives of views, joins, indexing, copies and conversions.
+// Views record the base they view (for in-place rebasing) whenever grad mode is on, so an in-place
+// op through a view later still updates the base's history, as in PyTorch.
+#include <algorithm>
+#include <numeric>
+
+#include "autograd/derivatives_util.h"
+
+namespace graft {
+using namespace autograd;
+using namespace autograd::rules;
+
+namespace {
+
+Tensor S(OpNode& n, size_t i) { return n.saved_tensor(i); }
+const Shape& in_shape(const OpNode& n, size_t i = 0) { return n.inputs[i].shape; }
+
+// Writes `g` into the region a view covers of a zero tensor shaped like its input. Done with the
+// autograd-aware in-place copy on a view, so under create_graph it is itself differentiable.
+template <class MakeView>
+Tensor into_zeros(const OpNode& n, const Tensor& g, MakeView&& make_view) {
+  Tensor r = zeros_of(n.inputs[0]);
+  Tensor v = make_view(r);
+  graft::copy_(v, g);
+  return r;
+}
+
+// ---------------- the table ----------------
+variable_list d_reshape(OpNode& n, const variable_list& g) { return {graft::reshape(g[0], in_shape(n))}; }
+variable_list d_transpose(OpNode& n, const variable_list& g) { return {graft::transpose(g[0], n.ints[0], n.ints[1])}; }
+variable_list d_permute(OpNode& n, const variable_list& g) {  // inverse permutation
+  Shape inv(n.ints.size());
+  for (size_t i = 0; i < n.ints.size(); ++i) inv[n.ints[i]] = static_cast<int64_t>(i);
+  return {graft::permute(g[0], inv)};
+}
+variable_list d_expand(OpNode& n, const variable_list& g) { return {graft::sum_to(g[0], in_shape(n))}; }
+variable_list d_slice(OpNode& n, const variable_list& g) {  // ints: dim, start, end, step
+  return {into_zeros(n, g[0], [&](Tensor& r) { return graft::slice(r, n.ints[0], n.ints[1], n.ints[2], n.ints[3]); })};
+}
+variable_list d_select(OpNode& n, const variable_list& g) {  // ints: dim, index
+  return {into_zeros(n, g[0], [&](Tensor& r) { return graft::select(r, n.ints[0], n.ints[1]); })};
+}
+variable_list d_as_strided(OpNode& n, const variable_list& g) {  // ints: input strides, ints2: view strides
+  Geometry base{in_shape(n), n.ints, static_cast<int64_t>(n.real)};
+  Geometry view{g[0].sizes(), n.ints2, static_cast<int64_t>(n.real2)};
+  Tensor r = as_strided_backward(g[0], base, view);
+  if (building_graph()) r = mark_not_twice_differentiable(r, "AsStrided", {&g[0]});
+  return {r};
+}
+variable_list d_identity(OpNode&, const variable_list& g) { return {g[0]}; }
+variable_list d_to_device(OpNode& n, const variable_list& g) { return {graft::to(g[0], n.inputs[0].device)}; }
+variable_list d_to_dtype(OpNode& n, const variable_list& g) { return {graft::to(g[0], n.inputs[0].dtype)}; }
+variable_list d_sum_to(OpNode& n, const variable_list& g) { return {graft::expand(g[0], in_shape(n))}; }
+variable_list d_cat(OpNode& n, const variable_list& g) {  // ints: dim
+  int64_t dim = n.ints[0];
+  variable_list out(n.inputs.size());
+  int64_t off = 0;
+  for (size_t i = 0; i < n.inputs.size(); ++i) {
+    const Shape& s = n.inputs[i].shape;
+    if (s.size() == 1 && s[0] == 0 && g[0].dim() != 1) continue;  // legacy empty inputs take no part
+    int64_t len = s[dim];
+    if (n.needs(i)) out[i] = graft::slice(g[0], dim, off, off + len);
+    off += len;
+  }
+  return out;
+}
+variable_list d_stack(OpNode& n, const variable_list& g) {
+  variable_list out(n.inputs.size());
+  for (size_t i = 0; i < n.inputs.size(); ++i)
+    if (n.needs(i)) out[i] = graft::select(g[0], n.ints[0], static_cast<int64_t>(i));
+  return out;
+}
+variable_list d_split(OpNode& n, const variable_list& g) {  // grads of the pieces, joined back
+  return {graft::cat(g, n.ints[0])};
+}
+variable_list d_pad(OpNode& n, const variable_list& g) {  // crop with the negated pads
+  Shape neg(n.ints.size());
+  for (size_t i = 0; i < neg.size(); ++i) neg[i] = -n.ints[i];
+  return {graft::pad(g[0], neg, 0.0)};
+}
+variable_list d_index_select(OpNode& n, const variable_list& g) {  // x, index
+  return {graft::index_add(zeros_of(n.inputs[0]), n.ints[0], S(n, 0), g[0]), Tensor()};
+}
+variable_list d_index_add(OpNode& n, const variable_list& g) {  // x, index, src
+  return {g[0], Tensor(), n.needs(2) ? graft::index_select(g[0], n.ints[0], S(n, 0)) : Tensor()};
+}
+variable_list d_gather(OpNode& n, const variable_list& g) {  // x, index
+  return {graft::scatter_add(zeros_of(n.inputs[0]), n.ints[0], S(n, 0), g[0]), Tensor()};
+}
+variable_list d_scatter_add(OpNode& n, const variable_list& g) {  // x, index, src
+  return {g[0], Tensor(), n.needs(2) ? graft::gather(g[0], n.ints[0], S(n, 0)) : Tensor()};
+}
+variable_list d_embedding(OpNode& n, const variable_list& g) {  // weight, indices
+  Tensor idx = S(n, 0);
+  Tensor gw = ops::embedding_backward(g[0], idx, n.inputs[0].shape[0], n.ints[0]);
+  if (building_graph()) gw = mark_not_twice_differentiable(gw, "Embedding", {&g[0]});
+  return {gw, Tensor()};
+}
+
+// ---------------- forward wrappers ----------------
+// A view op: records `fn` and links the output to its base for in-place rebasing.
+template <class Fill>
+Tensor view_op(const char* name, BackwardFn fn, const Tensor& x, Tensor y, Fill&& fill) {
+  if (!is_grad_enabled()) return y;
+  if (auto n = record_op(name, fn, {&x})) {
+    set_output(n, y);
+    fill(*n);
+  }
+  set_view_of(y, x);
+  return y;
+}
+template <class Fill>
+Tensor plain_op(const char* name, BackwardFn fn, std::initializer_list<const Tensor*> ins, Tensor y, Fill&& fill) {
+  if (auto n = record_op(name, fn, ins)) {
+    set_output(n, y);
+    fill(*n);
+  }
+  return y;
+}
+constexpr auto nothing = [](OpNode&) {};
+
+}  // namespace
+
+Tensor view(const Tensor& x, const Shape& s) { return view_op("ViewBackward", d_reshape, x, ops::view(x, s), nothing); }
+Tensor reshape(const Tensor& x, const Shape& s) {
+  Tensor y = ops::reshape(x, s);
+  if (y.is_alias_of(x)) return view_op("ViewBackward", d_reshape, x, y, nothing);
+  return plain_op("ReshapeAliasBackward", d_reshape, {&x}, y, nothing);
+}
+Tensor transpose(const Tensor& x, int64_t d0, int64_t d1) {
+  return view_op("TransposeBackward", d_transpose, x, ops::transpose(x, d0, d1), [&](OpNode& n) { n.ints = {d0, d1}; });
+}
+Tensor permute(const Tensor& x, const Shape& dims) {
+  return view_op("PermuteBackward", d_permute, x, ops::permute(x, dims), [&](OpNode& n) {
+    n.ints.resize(dims.size());
+    for (size_t i = 0; i < dims.size(); ++i) n.ints[i] = wrap_dim(dims[i], x.dim(), "permute");
+  });
+}
+Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end, int64_t step) {
+  Tensor y = ops::slice(x, dim, start, end, step);
+  return view_op("SliceBackward", d_slice, x, y, [&](OpNode& n) {
+    int64_t d = wrap_dim(dim, x.dim(), "slice"), len = x.size(d);
+    int64_t s0 = std::clamp<int64_t>(start < 0 ? start + len : start, 0, len);
+    int64_t e0 = std::clamp<int64_t>(end < 0 ? end + len : end, s0, len);
+    n.ints = {d, s0, e0, step};
+  });
+}
+Tensor select(const Tensor& x, int64_t dim, int64_t index) {
+  return view_op("SelectBackward", d_select, x, ops::select(x, dim, index), [&](OpNode& n) {
+    int64_t d = wrap_dim(dim, x.dim(), "select");
+    n.ints = {d, index < 0 ? index + x.size(d) : index};
+  });
+}
+Tensor expand(const Tensor& x, const Shape& s) { return view_op("ExpandBackward", d_expand, x, ops::expand(x, s), nothing); }
+Tensor squeeze(const Tensor& x, std::optional<int64_t> d) {
+  return view_op("SqueezeBackward", d_reshape, x, ops::squeeze(x, d), nothing);
+}
+Tensor unsqueeze(const Tensor& x, int64_t d) {
+  return view_op("UnsqueezeBackward", d_reshape, x, ops::unsqueeze(x, d), nothing);
+}
+Tensor flatten(const Tensor& x, int64_t s, int64_t e) {
+  int64_t nd = x.dim();
+  if (nd == 0) return graft::reshape(x, {1});
+  s = wrap_dim(s, nd, "flatten");
+  e = wrap_dim(e, nd, "flatten");
+  GRAFT_CHECK(s <= e, "flatten: start_dim (", s, ") cannot come after end_dim (", e, ")");
+  Shape out(x.sizes().begin(), x.sizes().begin() + s);
+  int64_t m = 1;
+  for (int64_t d = s; d <= e; ++d) m *= x.size(d);
+  out.push_back(m);
+  out.insert(out.end(), x.sizes().begin() + e + 1, x.sizes().end());
+  return graft::reshape(x, out);
+}
+Tensor as_strided(const Tensor& x, const Shape& sizes, const Shape& strides, int64_t offset) {
+  return view_op("AsStridedBackward", d_as_strided, x, ops::as_strided(x, sizes, strides, offset), [&](OpNode& n) {
+    n.ints = x.strides();
+    n.real = static_cast<double>(x.storage_offset());
+    n.ints2 = strides;
+    n.real2 = static_cast<double>(offset);
+  });
+}
+Tensor clone(const Tensor& x) { return plain_op("CloneBackward", d_identity, {&x}, ops::clone(x), nothing); }
+Tensor contiguous(const Tensor& x) { return x.is_contiguous() ? x : graft::clone(x); }
+Tensor detach(const Tensor& x) { return ops::alias(x); }
+Tensor to(const Tensor& x, DType d) {
+  if (x.dtype() == d) return x;
+  Tensor y = ops::to_dtype(x, d);
+  if (!is_floating(d)) return y;  // integer results carry no gradient
+  return plain_op("ToCopyBackward", d_to_dtype, {&x}, y, nothing);
+}
+Tensor to(const Tensor& x, Device dev, bool nb) {
+  if (x.device() == dev) return x;
+  return plain_op("ToCopyBackward", d_to_device, {&x}, ops::to_device(x, dev, nb), nothing);
+}
+Tensor sum_to(const Tensor& x, const Shape& shape) {
+  if (x.sizes() == shape) return x;
+  return plain_op("SumToBackward", d_sum_to, {&x}, ops::sum_to(x, shape), nothing);
+}
+
+Tensor cat(const std::vector<Tensor>& ts, int64_t dim) {
+  Tensor y = ops::cat(ts, dim);
+  if (auto n = record_op("CatBackward", d_cat, ts)) {
+    set_output(n, y);
+    n->ints = {wrap_dim(dim, y.dim(), "cat")};
+  }
+  return y;
+}
+Tensor stack(const std::vector<Tensor>& ts, int64_t dim) {
+  Tensor y = ops::stack(ts, dim);
+  if (auto n = record_op("StackBackward", d_stack, ts)) {
+    set_output(n, y);
+    n->ints = {wrap_dim(dim, y.dim(), "stack")};
+  }
+  return y;
+}
+static std::vector<Tensor> split_views(const char* name, const Tensor& x, std::vector<Tensor> parts, int64_t dim) {
+  if (!is_grad_enabled()) return parts;
+  if (auto n = record_op(name, d_split, {&x})) {
+    n->ints = {wrap_dim(dim, x.dim(), name)};
+    for (auto& p : parts) set_output(n, p);
+  }
+  for (auto& p : parts) set_view_of(p, x);
+  return parts;
+}
+std::vector<Tensor> split(const Tensor& x, int64_t s, int64_t d) { return split_views("SplitBackward", x, ops::split(x, s, d), d); }
+std::vector<Tensor> chunk(const Tensor& x, int64_t c, int64_t d) { return split_views("SplitBackward", x, ops::chunk(x, c, d), d); }
+Tensor pad(const Tensor& x, const Shape& p, double v) {
+  return plain_op("ConstantPadNdBackward", d_pad, {&x}, ops::pad(x, p, v), [&](OpNode& n) { n.ints = p; });
+}
+Tensor index_select(const Tensor& x, int64_t d, const Tensor& i) {
+  return plain_op("IndexSelectBackward", d_index_select, {&x, &i}, ops::index_select(x, d, i), [&](OpNode& n) {
+    n.ints = {wrap_dim(d, x.dim(), "index_select")};
+    n.save(i);
+  });
+}
+Tensor index_add(const Tensor& x, int64_t d, const Tensor& i, const Tensor& s) {
+  return plain_op("IndexAddBackward", d_index_add, {&x, &i, &s}, ops::index_add(x, d, i, s), [&](OpNode& n) {
+    n.ints = {wrap_dim(d, x.dim(), "index_add")};
+    n.save(i);
+  });
+}
+Tensor gather(const Tensor& x, int64_t d, const Tensor& i) {
+  return plain_op("GatherBackward", d_gather, {&x, &i}, ops::gather(x, d, i), [&](OpNode& n) {
+    n.ints = {wrap_dim(d, x.dim(), "gather")};
+    n.save(i);
+  });
+}
+Tensor scatter_add(const Tensor& x, int64_t d, const Tensor& i, const Tensor& s) {
+  return plain_op("ScatterAddBackward", d_scatter_add, {&x, &i, &s}, ops::scatter_add(x, d, i, s), [&](OpNode& n) {
+    n.ints = {wrap_dim(d, x.dim(), "scatter_add")};
+    n.save(i);
+  });
+}
+Tensor embedding(const Tensor& w, const Tensor& i, int64_t p) {
+  return plain_op("EmbeddingBackward", d_embedding, {&w, &i}, ops::embedding(w, i, p), [&](OpNode& n) {
+    n.ints = {p};
+    n.save(i);
+  });
+}
+Tensor one_hot(const Tensor& i, int64_t n) { return ops::one_hot(i, n); }
+
+}  // namespace graft

@@ -1,0 +1,334 @@
+#include "autograd/engine.h"
+
+#include <algorithm>
+#include <atomic>
+#include <map>
+#include <unordered_map>
+
+#include "autograd/accumulate_grad.h"
+#include "autograd/autograd_meta.h"
+#include "autograd/functional.h"
+#include "autograd/grad_mode.h"
+#include "ops/ops.h"
+
+namespace graft::autograd {
+
+struct ExecInfo {
+  bool needed = false;
+  std::vector<std::pair<uint32_t, size_t>> captures;  // (input_nr, index into captured)
+};
+
+struct GraphTask {
+  int64_t id = 0;
+  bool keep_graph = false;
+  bool create_graph = false;
+  std::unordered_map<Node*, int> dependencies;
+  std::unordered_map<Node*, variable_list> buffers;
+  std::unordered_map<Node*, ExecInfo> exec_info;  // empty: run every reachable node
+  std::vector<Node*> roots;
+  variable_list captured;
+  std::map<const void*, std::shared_ptr<void>> slots;
+};
+
+namespace {
+
+std::atomic<int64_t> g_next_task_id{0};
+thread_local GraphTask* t_current_task = nullptr;
+
+struct ReadyEntry {
+  std::shared_ptr<Node> node;
+  bool operator<(const ReadyEntry& o) const { return node->sequence_nr() < o.node->sequence_nr(); }
+};
+
+void compute_dependencies(GraphTask& task, const std::vector<Edge>& roots) {
+  std::vector<Node*> stack;
+  std::unordered_map<Node*, bool> seen;
+  for (const Edge& e : roots)
+    if (e.is_valid() && !seen[e.function.get()]) {
+      seen[e.function.get()] = true;
+      stack.push_back(e.function.get());
+    }
+  while (!stack.empty()) {
+    Node* n = stack.back();
+    stack.pop_back();
+    for (const Edge& e : n->next_edges()) {
+      if (!e.is_valid()) continue;
+      Node* c = e.function.get();
+      task.dependencies[c] += 1;
+      if (!seen[c]) {
+        seen[c] = true;
+        stack.push_back(c);
+      }
+    }
+  }
+}
+
+// Marks every node from which a requested output can be reached (iterative post-order DFS).
+void compute_exec_info(GraphTask& task, const std::vector<Edge>& roots, const std::vector<Edge>& outputs,
+                       bool accumulate_grad) {
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const Edge& e = outputs[i];
+    if (!e.is_valid()) continue;
+    ExecInfo& info = task.exec_info[e.function.get()];
+    bool is_leaf_sink = dynamic_cast<AccumulateGrad*>(e.function.get()) != nullptr;
+    if (accumulate_grad && is_leaf_sink) info.needed = true;
+    else info.captures.emplace_back(e.input_nr, i);
+  }
+  struct Frame {
+    Node* node;
+    size_t next;
+  };
+  std::unordered_map<Node*, int> state;  // 0 unvisited, 1 on stack, 2 done
+  for (const Edge& r : roots) {
+    if (!r.is_valid() || state[r.function.get()] == 2) continue;
+    std::vector<Frame> st{{r.function.get(), 0}};
+    state[r.function.get()] = 1;
+    while (!st.empty()) {
+      Frame& f = st.back();
+      if (f.next < f.node->next_edges().size()) {
+        const Edge& e = f.node->next_edges()[f.next++];
+        if (e.is_valid() && state[e.function.get()] == 0) {
+          state[e.function.get()] = 1;
+          st.push_back({e.function.get(), 0});
+        }
+        continue;
+      }
+      Node* n = f.node;
+      st.pop_back();
+      state[n] = 2;
+      bool needed = false;
+      for (const Edge& e : n->next_edges()) {
+        if (!e.is_valid()) continue;
+        auto it = task.exec_info.find(e.function.get());
+        if (it != task.exec_info.end() && (it->second.needed || !it->second.captures.empty())) needed = true;
+      }
+      if (needed) task.exec_info[n].needed = true;
+    }
+  }
+}
+
+bool should_run(const GraphTask& task, Node* n) {
+  if (task.exec_info.empty()) return true;
+  auto it = task.exec_info.find(n);
+  return it != task.exec_info.end() && it->second.needed;
+}
+
+// Checks a gradient against the metadata of the forward output it belongs to: broadcast shapes are
+// summed back, dtypes cast, anything else is an error naming the node.
+Tensor validate_grad(const Node& producer, size_t index, Tensor grad, const InputMetadata& meta) {
+  if (grad.sizes() != meta.shape) {
+    Shape b;
+    bool ok = true;
+    try {
+      b = broadcast_shapes(meta.shape, grad.sizes(), "backward");
+    } catch (const Error&) {
+      ok = false;
+    }
+    GRAFT_CHECK(ok && b == grad.sizes(), "Function ", producer.name(), " returned an invalid gradient at index ",
+                index, " - got ", shape_str(grad.sizes()), " but expected shape compatible with ",
+                shape_str(meta.shape));
+    grad = graft::sum_to(grad, meta.shape);
+  }
+  GRAFT_CHECK(grad.device() == meta.device, "Function ", producer.name(), " returned an invalid gradient at index ",
+              index, " - expected device ", meta.device, " but got ", grad.device());
+  if (grad.dtype() != meta.dtype) grad = grad.to(meta.dtype);
+  return grad;
+}
+
+void add_to_buffer(variable_list& buf, size_t pos, Tensor grad) {
+  if (!buf[pos].defined()) {
+    buf[pos] = std::move(grad);
+  } else if (!is_grad_enabled() && buf[pos].impl_ptr().use_count() == 1 && get_meta(buf[pos]) == nullptr &&
+             buf[pos].sizes() == grad.sizes() && buf[pos].is_contiguous()) {
+    ops::add_(buf[pos], grad);  // the buffer owns this tensor: accumulate without a new allocation
+  } else {
+    buf[pos] = graft::add(buf[pos], grad);
+  }
+}
+
+struct TaskScope {
+  GraphTask* prev;
+  explicit TaskScope(GraphTask* t) : prev(t_current_task) { t_current_task = t; }
+  ~TaskScope() { t_current_task = prev; }
+};
+
+}  // namespace
+
+variable_list run_backward(const std::vector<Edge>& roots, variable_list root_grads, bool keep_graph,
+                           bool create_graph, const std::vector<Edge>& outputs, bool accumulate_grad) {
+  GraphTask task;
+  task.id = g_next_task_id.fetch_add(1, std::memory_order_relaxed);
+  task.keep_graph = keep_graph;
+  task.create_graph = create_graph;
+  task.captured.resize(outputs.size());
+  compute_dependencies(task, roots);
+  if (!outputs.empty()) compute_exec_info(task, roots, outputs, accumulate_grad);
+
+  TaskScope scope(&task);
+  GradModeGuard mode(create_graph);
+
+  std::vector<ReadyEntry> ready;
+  for (size_t i = 0; i < roots.size(); ++i) {
+    const Edge& r = roots[i];
+    if (!r.is_valid()) continue;
+    task.roots.push_back(r.function.get());
+    auto& buf = task.buffers[r.function.get()];
+    if (buf.empty()) buf.resize(r.function->num_inputs());
+    add_to_buffer(buf, r.input_nr, validate_grad(*r.function, i, root_grads[i], r.function->input_metadata(r.input_nr)));
+  }
+  for (const Edge& r : roots) {
+    if (!r.is_valid() || task.dependencies.count(r.function.get())) continue;
+    bool dup = false;
+    for (auto& e : ready) dup = dup || e.node == r.function;
+    if (!dup) ready.push_back({r.function});
+  }
+  std::make_heap(ready.begin(), ready.end());
+
+  while (!ready.empty()) {
+    std::pop_heap(ready.begin(), ready.end());
+    std::shared_ptr<Node> node = std::move(ready.back().node);
+    ready.pop_back();
+    variable_list inputs = std::move(task.buffers[node.get()]);
+    task.buffers.erase(node.get());
+    inputs.resize(node->num_inputs());
+
+    node->run_pre_hooks(inputs);
+    if (!task.exec_info.empty()) {
+      auto it = task.exec_info.find(node.get());
+      if (it != task.exec_info.end()) {
+        for (auto [input_nr, idx] : it->second.captures) {
+          Tensor g = inputs[input_nr];
+          if (auto* acc = dynamic_cast<AccumulateGrad*>(node.get())) g = run_leaf_hooks(acc->variable(), g);
+          task.captured[idx] = g;
+        }
+      }
+      if (!should_run(task, node.get())) continue;
+    }
+
+    bool any_defined = false;
+    for (const auto& g : inputs) any_defined = any_defined || g.defined();
+    variable_list outs;
+    if (any_defined) {
+      // Multi-output nodes see zeros for outputs that received no gradient.
+      if (inputs.size() > 1)
+        for (size_t i = 0; i < inputs.size(); ++i)
+          if (!inputs[i].defined() && is_floating(node->input_metadata(i).dtype)) {
+            const auto& m = node->input_metadata(i);
+            inputs[i] = ops::zeros(m.shape, m.dtype, m.device);
+          }
+      outs = node->apply(std::move(variable_list(inputs)));
+    } else {
+      outs.resize(node->num_outputs());
+    }
+    if (!keep_graph) node->release_variables();
+    if (node->has_post_hooks()) node->run_post_hooks(outs, inputs);
+
+    const auto& edges = node->next_edges();
+    GRAFT_CHECK(outs.size() == edges.size() || outs.empty(), "Function ", node->name(), " returned ", outs.size(),
+                " gradients, expected ", edges.size());
+    for (size_t i = 0; i < outs.size(); ++i) {
+      const Edge& e = edges[i];
+      if (!e.is_valid()) continue;
+      Node* child = e.function.get();
+      auto& buf = task.buffers[child];
+      if (buf.empty()) buf.resize(child->num_inputs());
+      if (outs[i].defined()) add_to_buffer(buf, e.input_nr, validate_grad(*node, i, outs[i], child->input_metadata(e.input_nr)));
+      if (--task.dependencies[child] == 0) {
+        ready.push_back({e.function});
+        std::push_heap(ready.begin(), ready.end());
+      }
+    }
+  }
+  return std::move(task.captured);
+}
+
+namespace {
+
+variable_list make_root_grads(const std::vector<Tensor>& tensors, const std::vector<Tensor>& grads, const char* api) {
+  GRAFT_CHECK(grads.empty() || grads.size() == tensors.size(), api, ": got ", grads.size(), " gradients for ",
+              tensors.size(), " tensors");
+  variable_list out(tensors.size());
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const Tensor& t = tensors[i];
+    GRAFT_CHECK(t.defined(), api, ": element ", i, " of tensors is undefined");
+    GRAFT_CHECK(tensor_requires_grad(t), api, ": element ", i,
+                " of tensors does not require grad and does not have a grad_fn");
+    if (!grads.empty() && grads[i].defined()) {
+      GRAFT_CHECK(grads[i].sizes() == t.sizes(), api, ": mismatch in shape: grad_output[", i, "] has a shape of ",
+                  shape_str(grads[i].sizes()), " and output[", i, "] has a shape of ", shape_str(t.sizes()));
+      out[i] = grads[i];
+    } else {
+      GRAFT_CHECK(t.numel() == 1, api, ": grad can be implicitly created only for scalar outputs (element ", i,
+                  " has shape ", shape_str(t.sizes()), ")");
+      out[i] = ops::ones_like(t);
+    }
+  }
+  return out;
+}
+
+std::vector<Edge> root_edges(const std::vector<Tensor>& tensors) {
+  std::vector<Edge> roots;
+  roots.reserve(tensors.size());
+  for (const auto& t : tensors) roots.push_back(gradient_edge(t));
+  return roots;
+}
+
+}  // namespace
+
+void backward(const std::vector<Tensor>& tensors, const std::vector<Tensor>& grad_tensors,
+              std::optional<bool> retain_graph, bool create_graph, const std::vector<Tensor>& inputs) {
+  variable_list grads = make_root_grads(tensors, grad_tensors, "backward");
+  bool keep = retain_graph.value_or(create_graph);
+  std::vector<Edge> outs;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    GRAFT_CHECK(inputs[i].defined() && tensor_requires_grad(inputs[i]), "backward: inputs[", i,
+                "] does not require grad");
+    outs.push_back(gradient_edge(inputs[i]));
+  }
+  variable_list captured = run_backward(root_edges(tensors), std::move(grads), keep, create_graph, outs, true);
+  // Non-leaf inputs= accumulate into their .grad, as torch.autograd.backward does.
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!captured[i].defined()) continue;
+    GradModeGuard mode(create_graph);
+    accumulate_into_grad(inputs[i], captured[i]);
+  }
+}
+
+std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                         const std::vector<Tensor>& grad_outputs, std::optional<bool> retain_graph, bool create_graph,
+                         bool allow_unused) {
+  GRAFT_CHECK(!inputs.empty(), "grad: requires at least one input");
+  variable_list grads = make_root_grads(outputs, grad_outputs, "grad");
+  std::vector<Edge> outs;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    GRAFT_CHECK(inputs[i].defined() && tensor_requires_grad(inputs[i]), "grad: One of the differentiated Tensors (",
+                "input ", i, ", ", describe(inputs[i]), ") does not require grad");
+    outs.push_back(gradient_edge(inputs[i]));
+  }
+  variable_list res = run_backward(root_edges(outputs), std::move(grads), retain_graph.value_or(create_graph),
+                                   create_graph, outs, false);
+  for (size_t i = 0; i < res.size(); ++i)
+    GRAFT_CHECK(res[i].defined() || allow_unused, "grad: One of the differentiated Tensors (input ", i,
+                ") appears to not have been used in the graph. Set allow_unused=true if this is the desired behavior.");
+  return res;
+}
+
+int64_t current_graph_task_id() { return t_current_task ? t_current_task->id : -1; }
+
+GraphTask* current_graph_task() { return t_current_task; }
+
+std::shared_ptr<void>& graph_task_slot(GraphTask* task, const void* owner) { return task->slots[owner]; }
+
+bool will_engine_execute_node(const std::shared_ptr<Node>& node) {
+  GraphTask* task = t_current_task;
+  GRAFT_CHECK(task != nullptr, "will_engine_execute_node: should only be called during the backward pass");
+  if (!node) return false;
+  Node* n = node.get();
+  if (task->exec_info.empty()) {
+    return task->dependencies.count(n) > 0 || std::find(task->roots.begin(), task->roots.end(), n) != task->roots.end();
+  }
+  auto it = task->exec_info.find(n);
+  return it != task->exec_info.end() && (it->second.needed || !it->second.captures.empty());
+}
+
+}  // namespace graft::autograd

@@ -1,0 +1,47 @@
+#pragma once
+// The engine: runs the backward graph of one backward()/grad() call as a GraphTask.
+//
+// Invariants:
+// - Everything a backward needs lives in its GraphTask (dependency counts, input buffers,
+//   exec_info, captured grads), so backwards on different threads never share mutable state and
+//   need no global lock. Nodes are shared only when graphs are; a node's hooks and saved variables
+//   are read, not written, during a run, except release after the node ran without keep_graph.
+// - A node runs once all its inputs arrived (its dependency count reached 0), in the calling thread,
+//   most recent node first among the ready ones.
+// - With exec_info non-empty (grad(), or backward with inputs=), only nodes on a path to a requested
+//   input run; gradients for requested inputs are captured where they enter those inputs.
+// - current_graph_task_id() identifies the task while its nodes and hooks run (-1 outside); nested
+//   backwards (a backward inside a hook or a checkpoint's recomputation) get their own id and
+//   restore the outer one when they finish.
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "autograd/node.h"
+
+namespace graft::autograd {
+
+struct GraphTask;
+
+// Runs the graph from `roots` with `root_grads`. `outputs` (may be empty) are edges whose
+// gradients are captured and returned; when `accumulate_grad` is false, leaves listed in `outputs`
+// are captured instead of accumulated.
+variable_list run_backward(const std::vector<Edge>& roots, variable_list root_grads, bool keep_graph,
+                           bool create_graph, const std::vector<Edge>& outputs, bool accumulate_grad);
+
+void backward(const std::vector<Tensor>& tensors, const std::vector<Tensor>& grad_tensors = {},
+              std::optional<bool> retain_graph = std::nullopt, bool create_graph = false,
+              const std::vector<Tensor>& inputs = {});
+std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                         const std::vector<Tensor>& grad_outputs = {}, std::optional<bool> retain_graph = std::nullopt,
+                         bool create_graph = false, bool allow_unused = false);
+
+int64_t current_graph_task_id();
+bool will_engine_execute_node(const std::shared_ptr<Node>& node);
+// The graph task running on this thread (null outside a backward); for graph features.
+GraphTask* current_graph_task();
+// A per-task slot for graph features (multi-grad hooks, checkpoint) keyed by an owner pointer.
+std::shared_ptr<void>& graph_task_slot(GraphTask* task, const void* owner);
+
+}  // namespace graft::autograd

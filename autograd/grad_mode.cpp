@@ -1,0 +1,12 @@
+#include "autograd/grad_mode.h"
+
+namespace graft::autograd {
+
+namespace {
+thread_local bool t_grad_enabled = true;
+}
+
+bool is_grad_enabled() { return t_grad_enabled; }
+void set_grad_enabled(bool enabled) { t_grad_enabled = enabled; }
+
+}  // namespace graft::autograd

@@ -1,0 +1,105 @@
+#include "autograd/saved_variable.h"
+
+#include "autograd/autograd_meta.h"
+#include "autograd/grad_mode.h"
+#include "ops/ops.h"
+
+namespace graft::autograd {
+
+namespace {
+
+std::string tensor_type_str(DType dtype, const Shape& shape, Device device) {
+  return detail::str_cat("[", device.is_cuda() ? "CUDA" : "", dtype_type_name(dtype), " ", shape_str(shape), "]");
+}
+
+// Packing runs with grad disabled and must not write its input.
+Packed run_pack(const PackHook& pack, const Tensor& t) {
+  NoGradGuard ng;
+  int64_t before = t.version();
+  Packed p = pack(t);
+  GRAFT_CHECK(t.version() == before, "saved tensors pack hook: a pack hook must not modify its input in place (",
+              "the tensor's version went from ", before, " to ", t.version(), ")");
+  return p;
+}
+
+}  // namespace
+
+SavedVariable::SavedVariable(const Tensor& t, bool is_output, const Node* node) {
+  if (!t.defined()) return;
+  was_defined_ = true;
+  is_output_ = is_output;
+  shape_ = t.sizes();
+  dtype_ = t.dtype();
+  device_ = t.device();
+  saved_version_ = t.version();
+  AutogradMeta* m = get_meta(t);
+  requires_grad_ = m && m->requires_grad();
+  is_leaf_ = m && m->requires_grad_ && !m->grad_fn_;
+  if (m) output_nr_ = m->output_nr_;
+  if (is_output && node) {
+    weak_grad_fn_ = std::const_pointer_cast<Node>(node->shared_from_this());
+  } else if (m && m->grad_fn_) {
+    grad_fn_ = m->grad_fn_;
+  }
+  if (const SavedHooksPair* hooks = current_saved_hooks()) {
+    unpack_hook_ = hooks->unpack;
+    packed_ = run_pack(*hooks->pack, t);
+    return;
+  }
+  // An output must not own its node: keep a meta-less alias of the same storage and geometry.
+  data_ = is_output ? Tensor(std::make_shared<TensorImpl>(t.impl()->storage(), t.dtype(), t.sizes(), t.strides(),
+                                                          t.storage_offset()))
+                    : t;
+}
+
+Tensor SavedVariable::unpack(const std::shared_ptr<Node>& node) const {
+  if (!was_defined_) return Tensor();
+  GRAFT_CHECK(!released_,
+              "Trying to backward through the graph a second time (or directly access saved tensors after they "
+              "have already been freed). Saved intermediate values of the graph are freed when you call "
+              ".backward() or autograd.grad(). Specify retain_graph=true if you need to backward through the graph "
+              "a second time or if you need to access saved tensors after calling backward.");
+  std::shared_ptr<Node> fn = is_output_ ? (node ? node : weak_grad_fn_.lock()) : grad_fn_;
+  if (unpack_hook_) {
+    Tensor r = (*unpack_hook_)(packed_);
+    GRAFT_CHECK(r.defined(), "saved tensors unpack hook: the unpack hook returned an undefined tensor");
+    GRAFT_CHECK(r.sizes() == shape_ && r.dtype() == dtype_ && r.device() == device_,
+                "saved tensors unpack hook: the unpack hook must return a tensor with the same shape, dtype and "
+                "device as the saved one: expected ",
+                shape_str(shape_), " ", dtype_, " ", device_, ", got ", describe(r));
+    if (!is_output_ || !fn || !is_grad_enabled()) return r;
+    Tensor out(std::make_shared<TensorImpl>(r.impl()->storage(), r.dtype(), r.sizes(), r.strides(),
+                                            r.storage_offset()));
+    auto& m = ensure_meta(out);
+    m.grad_fn_ = fn;
+    m.output_nr_ = output_nr_;
+    return out;
+  }
+  if (data_.version() != saved_version_) {
+    std::string which = fn ? detail::str_cat(", which is output ", output_nr_, " of ", fn->name(), ",")
+                           : (is_leaf_ ? std::string(", which is a leaf tensor,") : std::string(","));
+    GRAFT_ERROR("one of the variables needed for gradient computation has been modified by an inplace operation: ",
+                tensor_type_str(dtype_, shape_, device_), which, " is at version ", data_.version(),
+                "; expected version ", saved_version_,
+                " instead. Hint: the tensor was written in place after it was saved for backward; clone it before "
+                "the in-place op, or use AllowMutationOnSavedTensors.");
+  }
+  if (!is_output_ || !fn || !is_grad_enabled()) return data_;
+  // create_graph: the output gets its node back so higher-order gradients flow through it.
+  Tensor out(std::make_shared<TensorImpl>(data_.impl()->storage(), data_.dtype(), data_.sizes(), data_.strides(),
+                                          data_.storage_offset()));
+  auto& m = ensure_meta(out);
+  m.grad_fn_ = fn;
+  m.output_nr_ = output_nr_;
+  return out;
+}
+
+void SavedVariable::release() {
+  if (!was_defined_) return;
+  data_ = Tensor();
+  packed_.reset();
+  grad_fn_.reset();
+  released_ = true;
+}
+
+}  // namespace graft::autograd

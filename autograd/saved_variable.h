@@ -1,0 +1,69 @@
+#pragma once
+// SavedVariable: a tensor an op keeps for its backward.
+//
+// It holds either the tensor itself or, when saved-tensor hooks were active at save time, the
+// value the pack hook returned plus the unpack hook captured then (the innermost pair wins; the
+// hooks alive at unpack time do not matter).
+//
+// Invariants:
+// - A tensor saved by the node that produced it (an "output") is stored as a plain alias without
+//   autograd meta and a *weak* reference to the node: storing the tensor itself would make the node
+//   own itself through tensor -> grad_fn. unpack() re-attaches the node when grad mode is on, so
+//   create_graph sees the full history.
+// - saved_version_ is the storage's version at save time. Without hooks, unpack() compares it with
+//   the current version so an in-place write after saving is an error, never a silent wrong
+//   gradient. With hooks, what the hook returns is the hooks' business (as in PyTorch).
+// - After release (the node ran and the graph was not kept) the data is gone and unpack() throws
+//   the "backward through the graph a second time" error.
+#include <any>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "autograd/node.h"
+#include "runtime/tensor.h"
+
+namespace graft::autograd {
+
+using Packed = std::any;
+using PackHook = std::function<Packed(const Tensor&)>;
+using UnpackHook = std::function<Tensor(const Packed&)>;
+
+// The saved-tensor hook pair in force for the current thread, or null (see saved_tensor_hooks.h).
+struct SavedHooksPair {
+  std::shared_ptr<const PackHook> pack;
+  std::shared_ptr<const UnpackHook> unpack;
+};
+const SavedHooksPair* current_saved_hooks();
+
+class SavedVariable {
+ public:
+  SavedVariable() = default;
+  // `node` is the node saving it (used to detect outputs and to name it in errors).
+  SavedVariable(const Tensor& t, bool is_output, const Node* node = nullptr);
+
+  // The saved tensor. `node` must be the node that saved it when it was an output.
+  Tensor unpack(const std::shared_ptr<Node>& node = nullptr) const;
+  void release();
+  bool was_defined() const { return was_defined_; }
+  bool has_hooks() const { return unpack_hook_ != nullptr; }
+
+ private:
+  Tensor data_;
+  Packed packed_;
+  std::shared_ptr<const UnpackHook> unpack_hook_;
+  std::weak_ptr<Node> weak_grad_fn_;  // outputs: the node itself
+  std::shared_ptr<Node> grad_fn_;     // non-outputs with history: their grad_fn at save time
+  Shape shape_;
+  DType dtype_ = kFloat32;
+  Device device_;
+  int64_t saved_version_ = 0;
+  uint32_t output_nr_ = 0;
+  bool was_defined_ = false;
+  bool is_output_ = false;
+  bool is_leaf_ = false;
+  bool requires_grad_ = false;
+  bool released_ = false;
+};
+
+}  // namespace graft::autograd

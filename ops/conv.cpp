@@ -1,1 +1,430 @@
-// placeholder: being written
+// 2-D convolution (NCHW, or unbatched CHW) and its two backward kernels.
+//
+//   conv2d:                  input [N, C, H, W], weight [O, C/groups, kH, kW], bias [O] -> out [N, O, OH, OW]
+//   conv2d_backward_input:   grad_out [N, O, OH, OW], weight                              -> grad_input [N, C, H, W]
+//   conv2d_backward_weight:  grad_out [N, O, OH, OW], input                               -> grad_weight [O, C/groups, kH, kW]
+//   OH = (H + 2*padH - dilH*(kH-1) - 1) / strideH + 1   (floor), likewise OW.
+// The bias gradient is grad_out summed over N, OH, OW: the caller's reduction.
+//
+// float32 runs on oneDNN. Its fast kernels want channel-blocked layouts, so the primitive is
+// created with format `any` and graft's plain NCHW tensors are reordered in and out around it
+// (cheap next to the convolution itself). float64 (gradchecks) runs on the direct loops below.
+#include <algorithm>
+
+#include "ops/dnnl_utils.h"
+#include "ops/kernel_utils.h"
+#include "ops/ops.h"
+#include "runtime/dispatcher.h"
+#include "runtime/parallel.h"
+
+namespace graft {
+namespace kernels {
+namespace {
+
+namespace du = dnnl_utils;
+
+struct ConvParams {
+  int64_t N, C, H, W;      // input
+  int64_t O, kh, kw;       // weight [O, C/groups, kh, kw]
+  int64_t OH, OW;          // output
+  int64_t sh, sw, ph, pw, dh, dw, groups;
+  bool batched;            // false: 3-D tensors without N (N == 1)
+  Shape input_sizes() const { return batched ? Shape{N, C, H, W} : Shape{C, H, W}; }
+  Shape output_sizes() const { return batched ? Shape{N, O, OH, OW} : Shape{O, OH, OW}; }
+  Shape weight_sizes() const { return {O, C / groups, kh, kw}; }
+};
+
+// A 2-D parameter given as one int (both dims) or a pair.
+std::pair<int64_t, int64_t> pair_arg(const Shape& v, const char* op, const char* name) {
+  GRAFT_CHECK(v.size() == 1 || v.size() == 2, op, ": ", name, " must be one int or a pair of ints, got ",
+              shape_str(v));
+  return {v[0], v.size() == 2 ? v[1] : v[0]};
+}
+
+// Validates every argument against the input and weight shapes; the output size follows.
+ConvParams conv_params(const char* op, const Shape& in, const Shape& wt, const Shape& stride, const Shape& padding,
+                       const Shape& dilation, int64_t groups) {
+  GRAFT_CHECK(in.size() == 3 || in.size() == 4, op, ": expected a 3-D (unbatched) or 4-D (batched) input, got ",
+              shape_str(in));
+  GRAFT_CHECK(wt.size() == 4, op, ": expected a 4-D weight [out_channels, in_channels/groups, kH, kW], got ",
+              shape_str(wt));
+  for (int64_t v : in) GRAFT_CHECK(v >= 0, op, ": negative dimension in input shape ", shape_str(in));
+  ConvParams p{};
+  p.batched = in.size() == 4;
+  size_t o = p.batched ? 1 : 0;
+  p.N = p.batched ? in[0] : 1;
+  p.C = in[o];
+  p.H = in[o + 1];
+  p.W = in[o + 2];
+  p.O = wt[0];
+  p.kh = wt[2];
+  p.kw = wt[3];
+  std::tie(p.sh, p.sw) = pair_arg(stride, op, "stride");
+  std::tie(p.ph, p.pw) = pair_arg(padding, op, "padding");
+  std::tie(p.dh, p.dw) = pair_arg(dilation, op, "dilation");
+  p.groups = groups;
+  GRAFT_CHECK(p.sh > 0 && p.sw > 0, op, ": stride must be positive, got ", shape_str(stride));
+  GRAFT_CHECK(p.ph >= 0 && p.pw >= 0, op, ": padding must be non-negative, got ", shape_str(padding));
+  GRAFT_CHECK(p.dh > 0 && p.dw > 0, op, ": dilation must be positive, got ", shape_str(dilation));
+  GRAFT_CHECK(groups > 0, op, ": groups must be positive, got ", groups);
+  GRAFT_CHECK(p.kh > 0 && p.kw > 0 && p.O > 0, op, ": weight ", shape_str(wt), " has an empty dimension");
+  GRAFT_CHECK(p.C % groups == 0, op, ": input channels ", p.C, " (input ", shape_str(in),
+              ") are not divisible by groups=", groups);
+  GRAFT_CHECK(p.O % groups == 0, op, ": out channels ", p.O, " (weight ", shape_str(wt),
+              ") are not divisible by groups=", groups);
+  GRAFT_CHECK(wt[1] * groups == p.C, op, ": given groups=", groups, ", weight of size ", shape_str(wt),
+              ", expected input ", shape_str(in), " to have ", wt[1] * groups, " channels, but got ", p.C,
+              " channels instead");
+  int64_t eff_h = p.dh * (p.kh - 1) + 1, eff_w = p.dw * (p.kw - 1) + 1;
+  GRAFT_CHECK(p.H + 2 * p.ph >= eff_h && p.W + 2 * p.pw >= eff_w, op, ": padded input size per channel (",
+              p.H + 2 * p.ph, " x ", p.W + 2 * p.pw, ") of input ", shape_str(in), " is smaller than the kernel (",
+              eff_h, " x ", eff_w, " with dilation ", shape_str(dilation), ", weight ", shape_str(wt), ")");
+  p.OH = (p.H + 2 * p.ph - eff_h) / p.sh + 1;
+  p.OW = (p.W + 2 * p.pw - eff_w) / p.sw + 1;
+  return p;
+}
+
+void check_conv_tensor(const Tensor& t, const char* op, const char* arg) {
+  check_defined(t, op, arg);
+  GRAFT_CHECK(is_floating(t.dtype()), op, ": expected a float32 or float64 ", arg, ", got ", describe(t));
+}
+
+void check_grad_out(const Tensor& grad_out, const ConvParams& p, const char* op) {
+  GRAFT_CHECK(grad_out.sizes() == p.output_sizes(), op, ": expected grad_out of shape ", shape_str(p.output_sizes()),
+              " (the output of input ", shape_str(p.input_sizes()), " and weight ", shape_str(p.weight_sizes()),
+              "), got ", shape_str(grad_out.sizes()));
+}
+
+// ---- float32: oneDNN ----
+
+enum : int64_t { kKeyConvFwd = 2, kKeyConvBwdData = 3, kKeyConvBwdWeights = 4 };
+
+// One convolution primitive with the reorders between graft's plain layouts and the layouts the
+// primitive picked. A reorder is absent (empty primitive) where the layouts already agree.
+struct ConvPrimitive : du::CachedPrimitive {
+  struct Operand {
+    int arg = 0;
+    dnnl::memory::desc plain, inner;  // graft's layout / the primitive's layout
+    dnnl::primitive reorder;          // plain -> inner for inputs, inner -> plain for the output
+    dnnl::memory::desc reorder_scratch;
+    bool needs_reorder() const { return plain != inner; }
+  };
+  Operand in0, in1, out;
+  dnnl::memory::desc bias_md;  // forward with bias only
+};
+
+int max_threads() {
+#ifdef _OPENMP
+  return omp_get_max_threads();
+#else
+  return 1;
+#endif
+}
+
+dnnl::memory::desc plain_md(const dnnl::memory::dims& dims, dnnl::memory::format_tag tag) {
+  return dnnl::memory::desc(dims, dnnl::memory::data_type::f32, tag);
+}
+
+void set_operand(ConvPrimitive::Operand& o, int arg, const dnnl::memory::desc& plain, const dnnl::memory::desc& inner,
+                 bool is_output) {
+  o.arg = arg;
+  o.plain = plain;
+  o.inner = inner;
+  if (!o.needs_reorder()) return;
+  dnnl::reorder::primitive_desc pd = is_output
+      ? dnnl::reorder::primitive_desc(du::cpu_engine(), inner, du::cpu_engine(), plain, du::default_attr())
+      : dnnl::reorder::primitive_desc(du::cpu_engine(), plain, du::cpu_engine(), inner, du::default_attr());
+  o.reorder = dnnl::reorder(pd);
+  o.reorder_scratch = pd.scratchpad_desc();
+}
+
+std::shared_ptr<const ConvPrimitive> conv_primitive(int64_t kind, const ConvParams& p, bool has_bias) {
+  du::PrimitiveKey key(kind);
+  key.add(max_threads()).add(has_bias ? 1 : 0);
+  for (int64_t v : {p.N, p.C, p.H, p.W, p.O, p.kh, p.kw, p.sh, p.sw, p.ph, p.pw, p.dh, p.dw, p.groups}) key.add(v);
+  return du::get_or_create_as<ConvPrimitive>(key, [&] {
+    using tag = dnnl::memory::format_tag;
+    using dims = dnnl::memory::dims;
+    dims src{p.N, p.C, p.H, p.W}, dst{p.N, p.O, p.OH, p.OW};
+    dims wei = p.groups > 1 ? dims{p.groups, p.O / p.groups, p.C / p.groups, p.kh, p.kw} : dims{p.O, p.C, p.kh, p.kw};
+    tag wei_tag = p.groups > 1 ? tag::goihw : tag::oihw;
+    // Blocked layouts make the forward and weight-gradient kernels several times faster; the
+    // data-gradient kernel for very few input channels (a network's first layer) is faster on
+    // plain layouts.
+    bool blocked = kind != kKeyConvBwdData || p.C / p.groups >= 8;
+    tag act = blocked ? tag::any : tag::nchw, wt = blocked ? tag::any : wei_tag;
+    auto src_md = plain_md(src, act), dst_md = plain_md(dst, act), wei_md = plain_md(wei, wt);
+    auto bias_md = has_bias ? plain_md({p.O}, tag::x) : dnnl::memory::desc();
+    dims strides{p.sh, p.sw}, dil{p.dh - 1, p.dw - 1}, pad{p.ph, p.pw};
+    // Right padding equal to the left: oneDNN then derives the same floor-rounded output size.
+    dnnl::convolution_forward::desc fwd_d(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
+                                          src_md, wei_md, bias_md, dst_md, strides, dil, pad, pad);
+    auto attr = du::default_attr();
+    dnnl::convolution_forward::primitive_desc fwd_pd(fwd_d, attr, du::cpu_engine());
+    auto cp = std::make_shared<ConvPrimitive>();
+    auto src_plain = plain_md(src, tag::nchw), dst_plain = plain_md(dst, tag::nchw), wei_plain = plain_md(wei, wei_tag);
+    if (kind == kKeyConvFwd) {
+      set_operand(cp->in0, DNNL_ARG_SRC, src_plain, fwd_pd.src_desc(), false);
+      set_operand(cp->in1, DNNL_ARG_WEIGHTS, wei_plain, fwd_pd.weights_desc(), false);
+      set_operand(cp->out, DNNL_ARG_DST, dst_plain, fwd_pd.dst_desc(), true);
+      cp->bias_md = bias_md;
+      cp->prim = dnnl::convolution_forward(fwd_pd);
+      cp->scratchpad = fwd_pd.scratchpad_desc();
+    } else if (kind == kKeyConvBwdData) {
+      dnnl::convolution_backward_data::desc d(dnnl::algorithm::convolution_direct, src_md, wei_md, dst_md, strides,
+                                              dil, pad, pad);
+      dnnl::convolution_backward_data::primitive_desc pd(d, attr, du::cpu_engine(), fwd_pd);
+      set_operand(cp->in0, DNNL_ARG_DIFF_DST, dst_plain, pd.diff_dst_desc(), false);
+      set_operand(cp->in1, DNNL_ARG_WEIGHTS, wei_plain, pd.weights_desc(), false);
+      set_operand(cp->out, DNNL_ARG_DIFF_SRC, src_plain, pd.diff_src_desc(), true);
+      cp->prim = dnnl::convolution_backward_data(pd);
+      cp->scratchpad = pd.scratchpad_desc();
+    } else {
+      dnnl::convolution_backward_weights::desc d(dnnl::algorithm::convolution_direct, src_md, wei_md, dst_md,
+                                                 strides, dil, pad, pad);
+      dnnl::convolution_backward_weights::primitive_desc pd(d, attr, du::cpu_engine(), fwd_pd);
+      set_operand(cp->in0, DNNL_ARG_SRC, src_plain, pd.src_desc(), false);
+      set_operand(cp->in1, DNNL_ARG_DIFF_DST, dst_plain, pd.diff_dst_desc(), false);
+      set_operand(cp->out, DNNL_ARG_DIFF_WEIGHTS, wei_plain, pd.diff_weights_desc(), true);
+      cp->prim = dnnl::convolution_backward_weights(pd);
+      cp->scratchpad = pd.scratchpad_desc();
+    }
+    return cp;
+  });
+}
+
+// Runs the primitive on plain, contiguous float32 buffers: in0, in1 -> out (+ bias for forward).
+void run_conv_f32(int64_t kind, const ConvParams& p, const Tensor& in0, const Tensor& in1, const Tensor& out,
+                  const Tensor& bias) {
+  std::shared_ptr<const ConvPrimitive> cp;
+  try {
+    cp = conv_primitive(kind, p, bias.defined());
+  } catch (const dnnl::error& e) {
+    GRAFT_ERROR("conv2d: oneDNN could not create a convolution for input ", shape_str(p.input_sizes()),
+                " and weight ", shape_str(p.weight_sizes()), ": ", e.what());
+  }
+  // Work buffers: slots 1..3 of this thread (slot 0 is the scratchpad).
+  auto input = [&](const ConvPrimitive::Operand& o, const Tensor& t, int slot) {
+    dnnl::memory plain = du::make_memory(o.plain, t.data_ptr());
+    if (!o.needs_reorder()) return plain;
+    dnnl::memory inner = du::make_memory(o.inner, du::thread_buffer(slot, o.inner.get_size()));
+    du::execute(o.reorder, o.reorder_scratch, {{DNNL_ARG_FROM, plain}, {DNNL_ARG_TO, inner}});
+    return inner;
+  };
+  std::unordered_map<int, dnnl::memory> args{{cp->in0.arg, input(cp->in0, in0, 1)}, {cp->in1.arg, input(cp->in1, in1, 2)}};
+  dnnl::memory out_plain = du::make_memory(cp->out.plain, out.data_ptr());
+  dnnl::memory out_inner =
+      cp->out.needs_reorder() ? du::make_memory(cp->out.inner, du::thread_buffer(3, cp->out.inner.get_size())) : out_plain;
+  args.emplace(cp->out.arg, out_inner);
+  if (bias.defined()) args.emplace(DNNL_ARG_BIAS, du::make_memory(cp->bias_md, bias.data_ptr()));
+  du::execute(*cp, std::move(args));
+  if (cp->out.needs_reorder())
+    du::execute(cp->out.reorder, cp->out.reorder_scratch, {{DNNL_ARG_FROM, out_inner}, {DNNL_ARG_TO, out_plain}});
+}
+
+// ---- float64: direct loops ----
+
+// Output positions o in [lo, hi) whose input index o*stride + offset lies in [0, in).
+std::pair<int64_t, int64_t> valid_range(int64_t out, int64_t in, int64_t stride, int64_t offset) {
+  int64_t lo = offset >= 0 ? 0 : (-offset + stride - 1) / stride;
+  int64_t hi = in - 1 - offset < 0 ? 0 : (in - 1 - offset) / stride + 1;
+  return {std::min(lo, out), std::min(hi, out)};
+}
+
+// Planes per task so a task does at least ~32K multiply-adds.
+int64_t plane_grain(int64_t work_per_plane) { return std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, work_per_plane)); }
+
+// y[n, o] = bias[o] + sum_{c, ki, kj} w[o, c, ki, kj] * x[n, g*Cg + c, oh*sh - ph + ki*dh, ow*sw - pw + kj*dw]
+template <class T>
+void conv_fwd_loops(const ConvParams& p, const T* x, const T* w, const T* bias, T* y) {
+  int64_t Cg = p.C / p.groups, Og = p.O / p.groups, plane = p.OH * p.OW;
+  parallel_for(0, p.N * p.O, plane_grain(Cg * p.kh * p.kw * plane), [&](int64_t b, int64_t e) {
+    for (int64_t no = b; no < e; ++no) {
+      int64_t n = no / p.O, o = no % p.O, g = o / Og;
+      T* yp = y + no * plane;
+      std::fill(yp, yp + plane, bias ? bias[o] : T(0));
+      for (int64_t c = 0; c < Cg; ++c) {
+        const T* xp = x + (n * p.C + g * Cg + c) * p.H * p.W;
+        for (int64_t ki = 0; ki < p.kh; ++ki) {
+          int64_t ioff = ki * p.dh - p.ph;
+          auto [oh0, oh1] = valid_range(p.OH, p.H, p.sh, ioff);
+          for (int64_t kj = 0; kj < p.kw; ++kj) {
+            int64_t joff = kj * p.dw - p.pw;
+            auto [ow0, ow1] = valid_range(p.OW, p.W, p.sw, joff);
+            T wv = w[((o * Cg + c) * p.kh + ki) * p.kw + kj];
+            for (int64_t oh = oh0; oh < oh1; ++oh) {
+              T* yr = yp + oh * p.OW;
+              const T* xr = xp + (oh * p.sh + ioff) * p.W + joff;
+              for (int64_t ow = ow0; ow < ow1; ++ow) yr[ow] += wv * xr[ow * p.sw];
+            }
+          }
+        }
+      }
+    }
+  });
+}
+
+// gx[n, ci] = sum over the output positions and out channels that read input channel ci.
+template <class T>
+void conv_bwd_input_loops(const ConvParams& p, const T* gy, const T* w, T* gx) {
+  int64_t Cg = p.C / p.groups, Og = p.O / p.groups, plane = p.OH * p.OW;
+  parallel_for(0, p.N * p.C, plane_grain(Og * p.kh * p.kw * plane), [&](int64_t b, int64_t e) {
+    for (int64_t nc = b; nc < e; ++nc) {
+      int64_t n = nc / p.C, ci = nc % p.C, g = ci / Cg, c = ci % Cg;
+      T* gxp = gx + nc * p.H * p.W;
+      std::fill(gxp, gxp + p.H * p.W, T(0));
+      for (int64_t o = g * Og; o < (g + 1) * Og; ++o) {
+        const T* gyp = gy + (n * p.O + o) * plane;
+        for (int64_t ki = 0; ki < p.kh; ++ki) {
+          int64_t ioff = ki * p.dh - p.ph;
+          auto [oh0, oh1] = valid_range(p.OH, p.H, p.sh, ioff);
+          for (int64_t kj = 0; kj < p.kw; ++kj) {
+            int64_t joff = kj * p.dw - p.pw;
+            auto [ow0, ow1] = valid_range(p.OW, p.W, p.sw, joff);
+            T wv = w[((o * Cg + c) * p.kh + ki) * p.kw + kj];
+            for (int64_t oh = oh0; oh < oh1; ++oh) {
+              const T* gyr = gyp + oh * p.OW;
+              T* gxr = gxp + (oh * p.sh + ioff) * p.W + joff;
+              for (int64_t ow = ow0; ow < ow1; ++ow) gxr[ow * p.sw] += wv * gyr[ow];
+            }
+          }
+        }
+      }
+    }
+  });
+}
+
+// gw[o, c, ki, kj] = sum_{n, oh, ow} gy[n, o, oh, ow] * x[n, g*Cg + c, ih, iw]
+template <class T>
+void conv_bwd_weight_loops(const ConvParams& p, const T* gy, const T* x, T* gw) {
+  int64_t Cg = p.C / p.groups, Og = p.O / p.groups, plane = p.OH * p.OW;
+  parallel_for(0, p.O, plane_grain(p.N * Cg * p.kh * p.kw * plane), [&](int64_t b, int64_t e) {
+    for (int64_t o = b; o < e; ++o) {
+      int64_t g = o / Og;
+      for (int64_t c = 0; c < Cg; ++c)
+        for (int64_t ki = 0; ki < p.kh; ++ki) {
+          int64_t ioff = ki * p.dh - p.ph;
+          auto [oh0, oh1] = valid_range(p.OH, p.H, p.sh, ioff);
+          for (int64_t kj = 0; kj < p.kw; ++kj) {
+            int64_t joff = kj * p.dw - p.pw;
+            auto [ow0, ow1] = valid_range(p.OW, p.W, p.sw, joff);
+            T acc = 0;
+            for (int64_t n = 0; n < p.N; ++n) {
+              const T* gyp = gy + (n * p.O + o) * plane;
+              const T* xp = x + (n * p.C + g * Cg + c) * p.H * p.W;
+              for (int64_t oh = oh0; oh < oh1; ++oh) {
+                const T* gyr = gyp + oh * p.OW;
+                const T* xr = xp + (oh * p.sh + ioff) * p.W + joff;
+                for (int64_t ow = ow0; ow < ow1; ++ow) acc += gyr[ow] * xr[ow * p.sw];
+              }
+            }
+            gw[((o * Cg + c) * p.kh + ki) * p.kw + kj] = acc;
+          }
+        }
+    }
+  });
+}
+
+// ---- kernels ----
+
+Tensor conv2d_cpu(const Tensor& input, const Tensor& weight, const Tensor& bias, const Shape& stride, const Shape& padding,
+                  const Shape& dilation, int64_t groups) {
+  check_conv_tensor(input, "conv2d", "input");
+  check_conv_tensor(weight, "conv2d", "weight");
+  GRAFT_CHECK(input.dtype() == weight.dtype(), "conv2d: input ", describe(input), " and weight ", describe(weight),
+              " must have the same dtype");
+  ConvParams p = conv_params("conv2d", input.sizes(), weight.sizes(), stride, padding, dilation, groups);
+  Tensor b;
+  if (bias.defined()) {
+    GRAFT_CHECK(bias.dtype() == input.dtype(), "conv2d: expected bias of dtype ", input.dtype(), ", got ",
+                describe(bias));
+    GRAFT_CHECK(bias.dim() == 1 && bias.size(0) == p.O, "conv2d: expected bias of shape [", p.O, "] (weight ",
+                shape_str(weight.sizes()), "), got ", shape_str(bias.sizes()));
+    b = contiguous_cpu(bias);
+  }
+  Tensor out = new_tensor(p.output_sizes(), input.dtype(), input.device());
+  if (p.N == 0) return out;
+  Tensor x = contiguous_cpu(input), w = contiguous_cpu(weight);
+  if (input.dtype() == kFloat32) {
+    run_conv_f32(kKeyConvFwd, p, x, w, out, b);
+  } else {
+    conv_fwd_loops<double>(p, x.data_ptr<double>(), w.data_ptr<double>(), b.defined() ? b.data_ptr<double>() : nullptr,
+                           out.data_ptr<double>());
+  }
+  return out;
+}
+
+Tensor conv2d_backward_input_cpu(const Tensor& grad_out, const Shape& input_sizes, const Tensor& weight,
+                                 const Shape& stride, const Shape& padding, const Shape& dilation, int64_t groups) {
+  const char* op = "conv2d_backward_input";
+  check_conv_tensor(grad_out, op, "grad_out");
+  check_conv_tensor(weight, op, "weight");
+  GRAFT_CHECK(grad_out.dtype() == weight.dtype(), op, ": grad_out ", describe(grad_out), " and weight ",
+              describe(weight), " must have the same dtype");
+  ConvParams p = conv_params(op, input_sizes, weight.sizes(), stride, padding, dilation, groups);
+  check_grad_out(grad_out, p, op);
+  Tensor gx = new_tensor(p.input_sizes(), grad_out.dtype(), grad_out.device());
+  if (gx.numel() == 0) return gx;
+  Tensor gy = contiguous_cpu(grad_out), w = contiguous_cpu(weight);
+  if (gy.dtype() == kFloat32)
+    run_conv_f32(kKeyConvBwdData, p, gy, w, gx, Tensor());
+  else
+    conv_bwd_input_loops<double>(p, gy.data_ptr<double>(), w.data_ptr<double>(), gx.data_ptr<double>());
+  return gx;
+}
+
+Tensor conv2d_backward_weight_cpu(const Tensor& grad_out, const Tensor& input, const Shape& weight_sizes,
+                                  const Shape& stride, const Shape& padding, const Shape& dilation, int64_t groups) {
+  const char* op = "conv2d_backward_weight";
+  check_conv_tensor(grad_out, op, "grad_out");
+  check_conv_tensor(input, op, "input");
+  GRAFT_CHECK(grad_out.dtype() == input.dtype(), op, ": grad_out ", describe(grad_out), " and input ",
+              describe(input), " must have the same dtype");
+  ConvParams p = conv_params(op, input.sizes(), weight_sizes, stride, padding, dilation, groups);
+  check_grad_out(grad_out, p, op);
+  Tensor gw = new_tensor(p.weight_sizes(), input.dtype(), input.device());
+  if (p.N == 0 || p.C == 0) return fill_cpu(gw, 0);
+  Tensor gy = contiguous_cpu(grad_out), x = contiguous_cpu(input);
+  if (x.dtype() == kFloat32)
+    run_conv_f32(kKeyConvBwdWeights, p, x, gy, gw, Tensor());
+  else
+    conv_bwd_weight_loops<double>(p, gy.data_ptr<double>(), x.data_ptr<double>(), gw.data_ptr<double>());
+  return gw;
+}
+
+}  // namespace
+
+GRAFT_DEFINE_OP(
+    "conv2d(Tensor input, Tensor weight, Tensor? bias, int[] stride, int[] padding, int[] dilation, int groups) -> Tensor");
+GRAFT_DEFINE_OP(
+    "conv2d_backward_input(Tensor grad_out, int[] input_sizes, Tensor weight, int[] stride, int[] padding, "
+    "int[] dilation, int groups) -> Tensor");
+GRAFT_DEFINE_OP(
+    "conv2d_backward_weight(Tensor grad_out, Tensor input, int[] weight_sizes, int[] stride, int[] padding, "
+    "int[] dilation, int groups) -> Tensor");
+GRAFT_KERNEL("conv2d", CPU, conv2d_cpu);
+GRAFT_KERNEL("conv2d_backward_input", CPU, conv2d_backward_input_cpu);
+GRAFT_KERNEL("conv2d_backward_weight", CPU, conv2d_backward_weight_cpu);
+
+}  // namespace kernels
+
+namespace ops {
+
+Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const Shape& stride,
+              const Shape& padding, const Shape& dilation, int64_t groups) {
+  GRAFT_OP_HANDLE(op, "conv2d");
+  return call_op(op, input, weight, bias, stride, padding, dilation, groups)[0];
+}
+Tensor conv2d_backward_input(const Tensor& grad_out, const Shape& input_sizes, const Tensor& weight,
+                             const Shape& stride, const Shape& padding, const Shape& dilation, int64_t groups) {
+  GRAFT_OP_HANDLE(op, "conv2d_backward_input");
+  return call_op(op, grad_out, input_sizes, weight, stride, padding, dilation, groups)[0];
+}
+Tensor conv2d_backward_weight(const Tensor& grad_out, const Tensor& input, const Shape& weight_sizes,
+                              const Shape& stride, const Shape& padding, const Shape& dilation, int64_t groups) {
+  GRAFT_OP_HANDLE(op, "conv2d_backward_weight");
+  return call_op(op, grad_out, input, weight_sizes, stride, padding, dilation, groups)[0];
+}
+
+}  // namespace ops
+}  // namespace graft

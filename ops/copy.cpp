@@ -52,6 +52,7 @@ Tensor copy_cpu(const Tensor& self, const Tensor& src, bool non_blocking) {
   GRAFT_CHECK(b == self.sizes(), "copy_: source of shape ", shape_str(src.sizes()),
               " cannot be broadcast to the destination's shape ", shape_str(self.sizes()));
   if (self.numel() == 0) return self;
+  check_no_internal_overlap(self, "copy_");
   Tensor s = src;
   Shape st = broadcast_strides(src, self.sizes());
   // Overlapping src/dst (e.g. x.copy_(x.t())) would read already-written elements: copy src first.
@@ -86,6 +87,7 @@ Tensor to_copy_cpu(const Tensor& self, DType dtype, Device device, bool non_bloc
 
 Tensor fill_cpu(const Tensor& self, Scalar value) {
   check_defined(self, "fill_", "self");
+  check_no_internal_overlap(self, "fill_");
   dispatch_dtype(self.dtype(), "fill_", [&]<class T>() {
     T v = value.to<T>();
     T* d = static_cast<T*>(self.data_ptr());

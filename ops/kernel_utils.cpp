@@ -60,6 +60,13 @@ void check_index_dtype(const Tensor& index, const char* op) {
   GRAFT_CHECK(index.dtype() == kInt64, op, ": expected an int64 index tensor, got ", describe(index));
 }
 
+void check_no_internal_overlap(const Tensor& t, const char* op) {
+  for (int64_t d = 0; d < t.dim(); ++d)
+    GRAFT_CHECK(!(t.strides()[d] == 0 && t.sizes()[d] > 1), op,
+                ": unsupported operation: more than one element of the written-to tensor refers to a single memory "
+                "location (", describe(t), ", strides ", shape_str(t.strides()), "); clone() it first");
+}
+
 double read_as_double(const void* base, DType t, int64_t offset) {
   switch (t) {
     case DType::Float32: return static_cast<const float*>(base)[offset];

@@ -54,6 +54,8 @@ void check_floating(const Tensor& t, const char* op);
 void check_dim(const Tensor& t, int64_t ndim, const char* op, const char* arg);
 void check_same_dtype(const Tensor& a, const Tensor& b, const char* op);
 void check_index_dtype(const Tensor& index, const char* op);
+// In-place writes into a tensor whose elements share memory (an expanded view) are errors.
+void check_no_internal_overlap(const Tensor& t, const char* op);
 
 // Calls f(offset) with the element offset (in elements, from data()) of every element of a strided
 // tensor in row-major order. The generic fallback for kernels that have no faster path.

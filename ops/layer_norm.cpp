@@ -1,1 +1,216 @@
-// placeholder: being written
+// layer_norm over the trailing `normalized_shape` dims, and its backward.
+//
+// x is seen as [M, N]: M rows (the leading dims) of N normalised elements.
+//   forward:  mean = sum(x) / N, rstd = 1 / sqrt(sum((x - mean)^2) / N + eps)
+//             xhat = (x - mean) * rstd, y = xhat * w + b
+//   backward: g = dy * w
+//             dx = rstd * (g - mean(g) - xhat * mean(g * xhat))
+//             dw = sum over rows of dy * xhat, db = sum over rows of dy
+// Row statistics accumulate in double. dw/db are summed per fixed piece of rows into private
+// buffers and the pieces are added in order, so there are no races and the result does not
+// depend on the thread count.
+#include <algorithm>
+#include <cmath>
+
+#include "ops/kernel_utils.h"
+#include "ops/ops.h"
+#include "runtime/dispatcher.h"
+#include "runtime/parallel.h"
+
+namespace graft {
+namespace kernels {
+namespace {
+
+struct NormLayout {
+  int64_t M = 1, N = 1;
+  Shape leading;
+};
+
+NormLayout check_layer_norm_args(const Tensor& x, const Shape& ns, const Tensor& weight, const Tensor& bias,
+                                 const char* op) {
+  check_defined(x, op, "input");
+  check_floating(x, op);
+  int64_t k = static_cast<int64_t>(ns.size());
+  GRAFT_CHECK(k >= 1, op, ": normalized_shape must have at least one dim, got ", shape_str(ns));
+  bool match = x.dim() >= k && std::equal(ns.begin(), ns.end(), x.sizes().end() - k);
+  GRAFT_CHECK(match, op, ": normalized_shape ", shape_str(ns), " does not match the trailing dims of input of shape ",
+              shape_str(x.sizes()));
+  NormLayout l;
+  for (int64_t i = 0; i < x.dim(); ++i) {
+    if (i < x.dim() - k) {
+      l.M *= x.size(i);
+      l.leading.push_back(x.size(i));
+    } else {
+      l.N *= x.size(i);
+    }
+  }
+  for (const auto* t : {&weight, &bias}) {
+    if (!t->defined()) continue;
+    const char* name = t == &weight ? "weight" : "bias";
+    GRAFT_CHECK(t->sizes() == ns, op, ": expected ", name, " of shape ", shape_str(ns), " (normalized_shape), got ",
+                describe(*t));
+    GRAFT_CHECK(t->dtype() == x.dtype(), op, ": ", name, " ", describe(*t), " must have the dtype of input ",
+                describe(x));
+  }
+  return l;
+}
+
+template <class T>
+const T* ptr_or_null(const Tensor& t) {
+  return t.defined() ? static_cast<const T*>(t.data_ptr()) : nullptr;
+}
+
+// x, y: [M, N]; mean, rstd: [M].
+template <class T>
+void layer_norm_forward(const T* x, const T* w, const T* b, T* y, T* mean, T* rstd, int64_t M, int64_t N,
+                        double eps) {
+  parallel_for(0, M, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(N, 1)), [&](int64_t rb, int64_t re) {
+    for (int64_t r = rb; r < re; ++r) {
+      const T* xr = x + r * N;
+      T* yr = y + r * N;
+      double s = 0;
+      for (int64_t i = 0; i < N; ++i) s += static_cast<double>(xr[i]);
+      double mu = s / static_cast<double>(N);
+      double v = 0;
+      for (int64_t i = 0; i < N; ++i) {
+        double d = static_cast<double>(xr[i]) - mu;
+        v += d * d;
+      }
+      double rs = 1.0 / std::sqrt(v / static_cast<double>(N) + eps);
+      mean[r] = static_cast<T>(mu);
+      rstd[r] = static_cast<T>(rs);
+      T m = static_cast<T>(mu), q = static_cast<T>(rs);
+      for (int64_t i = 0; i < N; ++i) {
+        T h = (xr[i] - m) * q;
+        yr[i] = (w ? h * w[i] : h) + (b ? b[i] : T(0));
+      }
+    }
+  });
+}
+
+std::vector<Tensor> layer_norm_cpu(const Tensor& x, const Shape& normalized_shape, Tensor weight, Tensor bias,
+                                   double eps) {
+  NormLayout l = check_layer_norm_args(x, normalized_shape, weight, bias, "layer_norm");
+  Tensor xc = contiguous_cpu(x);
+  Tensor wc = weight.defined() ? contiguous_cpu(weight) : Tensor();
+  Tensor bc = bias.defined() ? contiguous_cpu(bias) : Tensor();
+  Tensor y = new_tensor(x.sizes(), x.dtype(), x.device());
+  Tensor mean = new_tensor(l.leading, x.dtype(), x.device());
+  Tensor rstd = new_tensor(l.leading, x.dtype(), x.device());
+  dispatch_floating(x.dtype(), "layer_norm", [&]<class T>() {
+    layer_norm_forward<T>(static_cast<const T*>(xc.data_ptr()), ptr_or_null<T>(wc), ptr_or_null<T>(bc),
+                          static_cast<T*>(y.data_ptr()), static_cast<T*>(mean.data_ptr()),
+                          static_cast<T*>(rstd.data_ptr()), l.M, l.N, eps);
+  });
+  return {y, mean, rstd};
+}
+
+// dy, x, dx: [M, N]; mean, rstd: [M]; w: [N] or null. dw/db: [N] or null (not wanted).
+template <class T>
+void layer_norm_backward_rows(const T* dy, const T* x, const T* mean, const T* rstd, const T* w, T* dx, T* dw,
+                              T* db, int64_t M, int64_t N) {
+  // At most 16 pieces of rows: enough for the threads, few enough that the private dw/db buffers
+  // (pieces x N doubles) stay small for any M.
+  int64_t pieces = std::clamp<int64_t>((M * N + kGrainSize - 1) / kGrainSize, 1, 16);
+  pieces = std::min(pieces, std::max<int64_t>(M, 1));
+  bool want_params = dw || db;
+  std::vector<double> pdw(want_params ? static_cast<size_t>(pieces * N) : 0, 0.0);
+  std::vector<double> pdb(want_params ? static_cast<size_t>(pieces * N) : 0, 0.0);
+  parallel_for(0, pieces, 1, [&](int64_t pb, int64_t pe) {
+    for (int64_t p = pb; p < pe; ++p) {
+      double* acc_w = want_params ? pdw.data() + p * N : nullptr;
+      double* acc_b = want_params ? pdb.data() + p * N : nullptr;
+      for (int64_t r = p * M / pieces; r < (p + 1) * M / pieces; ++r) {
+        const T* dyr = dy + r * N;
+        const T* xr = x + r * N;
+        T* dxr = dx + r * N;
+        double mu = static_cast<double>(mean[r]), rs = static_cast<double>(rstd[r]);
+        double sum_g = 0, sum_gx = 0;
+        for (int64_t i = 0; i < N; ++i) {
+          double h = (static_cast<double>(xr[i]) - mu) * rs;
+          double g = static_cast<double>(dyr[i]) * (w ? static_cast<double>(w[i]) : 1.0);
+          sum_g += g;
+          sum_gx += g * h;
+          if (acc_w) {
+            acc_w[i] += static_cast<double>(dyr[i]) * h;
+            acc_b[i] += static_cast<double>(dyr[i]);
+          }
+        }
+        double a = sum_g / static_cast<double>(N), c = sum_gx / static_cast<double>(N);
+        for (int64_t i = 0; i < N; ++i) {
+          double h = (static_cast<double>(xr[i]) - mu) * rs;
+          double g = static_cast<double>(dyr[i]) * (w ? static_cast<double>(w[i]) : 1.0);
+          dxr[i] = static_cast<T>(rs * (g - a - h * c));
+        }
+      }
+    }
+  });
+  for (int64_t i = 0; i < N && want_params; ++i) {
+    double sw = 0, sb = 0;
+    for (int64_t p = 0; p < pieces; ++p) {
+      sw += pdw[p * N + i];
+      sb += pdb[p * N + i];
+    }
+    if (dw) dw[i] = static_cast<T>(sw);
+    if (db) db[i] = static_cast<T>(sb);
+  }
+}
+
+std::vector<Tensor> layer_norm_backward_cpu(const Tensor& grad_out, const Tensor& x, const Shape& normalized_shape,
+                                            const Tensor& mean, const Tensor& rstd, Tensor weight, Tensor bias) {
+  const char* op = "layer_norm_backward";
+  NormLayout l = check_layer_norm_args(x, normalized_shape, weight, bias, op);
+  check_defined(grad_out, op, "grad_output");
+  check_defined(mean, op, "mean");
+  check_defined(rstd, op, "rstd");
+  GRAFT_CHECK(grad_out.sizes() == x.sizes(), op, ": grad_output ", describe(grad_out), " does not match input ",
+              describe(x));
+  GRAFT_CHECK(mean.numel() == l.M && rstd.numel() == l.M, op, ": expected mean and rstd with ", l.M,
+              " elements (the leading dims ", shape_str(l.leading), "), got ", describe(mean), " and ", describe(rstd));
+  DType dt = x.dtype();
+  Tensor dyc = contiguous_cpu(grad_out, dt), xc = contiguous_cpu(x);
+  Tensor mc = contiguous_cpu(mean, dt), rc = contiguous_cpu(rstd, dt);
+  Tensor wc = weight.defined() ? contiguous_cpu(weight) : Tensor();
+  Tensor dx = new_tensor(x.sizes(), dt, x.device());
+  Tensor dw = weight.defined() ? new_tensor(normalized_shape, dt, x.device()) : Tensor();
+  Tensor db = bias.defined() ? new_tensor(normalized_shape, dt, x.device()) : Tensor();
+  dispatch_floating(dt, op, [&]<class T>() {
+    layer_norm_backward_rows<T>(static_cast<const T*>(dyc.data_ptr()), static_cast<const T*>(xc.data_ptr()),
+                                static_cast<const T*>(mc.data_ptr()), static_cast<const T*>(rc.data_ptr()),
+                                ptr_or_null<T>(wc), static_cast<T*>(dx.data_ptr()),
+                                dw.defined() ? static_cast<T*>(dw.data_ptr()) : nullptr,
+                                db.defined() ? static_cast<T*>(db.data_ptr()) : nullptr, l.M, l.N);
+  });
+  return {dx, dw, db};
+}
+
+}  // namespace
+
+GRAFT_DEFINE_OP(
+    "layer_norm(Tensor input, int[] normalized_shape, Tensor? weight, Tensor? bias, float eps) -> (Tensor, Tensor, "
+    "Tensor)");
+GRAFT_DEFINE_OP(
+    "layer_norm_backward(Tensor grad_out, Tensor input, int[] normalized_shape, Tensor mean, Tensor rstd, "
+    "Tensor? weight, Tensor? bias) -> (Tensor, Tensor, Tensor)");
+GRAFT_KERNEL("layer_norm", CPU, layer_norm_cpu);
+GRAFT_KERNEL("layer_norm_backward", CPU, layer_norm_backward_cpu);
+
+}  // namespace kernels
+
+namespace ops {
+
+std::vector<Tensor> layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
+                               const Tensor& bias, double eps) {
+  GRAFT_OP_HANDLE(op, "layer_norm");
+  return call_op(op, x, normalized_shape, weight, bias, eps);
+}
+
+std::vector<Tensor> layer_norm_backward(const Tensor& grad_out, const Tensor& x, const Shape& normalized_shape,
+                                        const Tensor& mean, const Tensor& rstd, const Tensor& weight,
+                                        const Tensor& bias) {
+  GRAFT_OP_HANDLE(op, "layer_norm_backward");
+  return call_op(op, grad_out, x, normalized_shape, mean, rstd, weight, bias);
+}
+
+}  // namespace ops
+}  // namespace graft

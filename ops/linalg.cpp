@@ -1,1 +1,443 @@
-// placeholder: being written
+// Matrix products: mm, bmm, matmul (torch.matmul semantics) and linear.
+//
+// Every op reduces to one core: out[batch..., n, m] = a[batch_a..., n, k] @ b[batch_b..., k, m]
+// (+ bias[m]), with a and b padded to the same rank and their batch dims broadcast.
+//   float32          -> oneDNN matmul, reading transposed and strided operands in place
+//   float64 / int64  -> blocked i-k-j loops here (oneDNN has no f64 matmul; gradchecks need it)
+#include <algorithm>
+#include <cstring>
+#include <optional>
+
+#include "ops/dnnl_utils.h"
+#include "ops/kernel_utils.h"
+#include "ops/ops.h"
+#include "runtime/dispatcher.h"
+#include "runtime/parallel.h"
+
+namespace graft {
+namespace kernels {
+namespace {
+
+namespace du = dnnl_utils;
+
+// A strided view of a (batched) matrix operand without a TensorImpl: reading `t`'s data with
+// these sizes and strides. Building one costs no allocation beyond the two small shapes.
+struct MatOperand {
+  Tensor t;  // owns the data; t.data_ptr() is the first element
+  Shape sizes;
+  Shape strides;
+  int64_t rows() const { return sizes[sizes.size() - 2]; }
+  int64_t cols() const { return sizes.back(); }
+};
+
+// Pads `op` with leading size-1 dims up to `ndim`.
+void pad_to(MatOperand& op, size_t ndim) {
+  size_t extra = ndim - op.sizes.size();
+  op.sizes.insert(op.sizes.begin(), extra, 1);
+  op.strides.insert(op.strides.begin(), extra, 0);
+}
+
+// A batch dim that was expanded (stride 0, size > 1) reads one matrix over and over: describe it
+// as a size-1 dim instead, which both paths then broadcast like any other size-1 batch dim.
+void unexpand_batch(MatOperand& op) {
+  for (size_t d = 0; d + 2 < op.sizes.size(); ++d)
+    if (op.strides[d] == 0) op.sizes[d] = 1;
+}
+
+// A contiguous copy of the operand (same sizes). Used when a layout is one the fast path can't
+// read in place; strided_copy reads t's data with op.strides.
+void materialize(MatOperand& op) {
+  Tensor c = new_tensor(op.sizes, op.t.dtype(), op.t.device());
+  strided_copy(c, op.t, op.strides);
+  op.t = c;
+  op.strides = c.strides();
+}
+
+// Strides of size-1 dims are arbitrary in graft but oneDNN checks every stride: rewrite them so
+// a row or column vector still looks row- or column-major and batch dims never overlap.
+void normalize_strides(MatOperand& op) {
+  size_t nd = op.sizes.size();
+  int64_t &sr = op.strides[nd - 2], &sc = op.strides[nd - 1];
+  int64_t r = op.sizes[nd - 2], c = op.sizes[nd - 1];
+  if (r == 1 && c == 1) {
+    sr = 1;
+    sc = 1;
+  } else if (r == 1) {
+    sr = sc == 1 ? c : 1;
+  } else if (c == 1) {
+    sc = sr == 1 ? r : 1;
+  }
+  // Extent (in elements) of everything inside dim d, so a size-1 dim can take it as its stride.
+  int64_t span = (r - 1) * sr + (c - 1) * sc + 1;
+  for (size_t d = nd - 2; d-- > 0;) {
+    if (op.sizes[d] == 1) op.strides[d] = span;
+    span = std::max(span, (op.sizes[d] - 1) * op.strides[d] + span);
+  }
+}
+
+// oneDNN's fast matmul kernels need one unit stride in each matrix (row- or column-major) with
+// a leading dimension that does not overlap rows/columns.
+bool dnnl_friendly(const MatOperand& op) {
+  size_t nd = op.sizes.size();
+  int64_t sr = op.strides[nd - 2], sc = op.strides[nd - 1];
+  return (sc == 1 && sr >= op.cols()) || (sr == 1 && sc >= op.rows());
+}
+
+void prepare_for_dnnl(MatOperand& op) {
+  normalize_strides(op);
+  if (!dnnl_friendly(op)) {
+    materialize(op);
+    normalize_strides(op);
+  }
+}
+
+int max_threads() {
+#ifdef _OPENMP
+  return omp_get_max_threads();
+#else
+  return 1;
+#endif
+}
+
+// ---- float32: oneDNN ----
+
+enum : int64_t { kKeyMatmul = 1 };
+
+struct MatmulPrimitive : du::CachedPrimitive {
+  dnnl::memory::desc a_md, b_md, bias_md, out_md;
+};
+
+std::shared_ptr<const MatmulPrimitive> matmul_primitive(const MatOperand& a, const MatOperand& b,
+                                                        const Shape& out_sizes, bool has_bias) {
+  du::PrimitiveKey key(kKeyMatmul);
+  key.add(max_threads()).add(has_bias ? 1 : 0).add(a.sizes).add(a.strides).add(b.sizes).add(b.strides).add(out_sizes);
+  return du::get_or_create_as<MatmulPrimitive>(key, [&] {
+    auto p = std::make_shared<MatmulPrimitive>();
+    p->a_md = du::make_desc(a.sizes, a.strides, kFloat32);
+    p->b_md = du::make_desc(b.sizes, b.strides, kFloat32);
+    p->out_md = du::make_desc(out_sizes, contiguous_strides(out_sizes), kFloat32);
+    if (has_bias) {
+      Shape bs(out_sizes.size(), 1);
+      bs.back() = out_sizes.back();
+      p->bias_md = du::make_desc(bs, contiguous_strides(bs), kFloat32);
+    }
+    dnnl::matmul::desc d = has_bias ? dnnl::matmul::desc(p->a_md, p->b_md, p->bias_md, p->out_md)
+                                    : dnnl::matmul::desc(p->a_md, p->b_md, p->out_md);
+    dnnl::matmul::primitive_desc pd(d, du::default_attr(), du::cpu_engine());
+    p->prim = dnnl::matmul(pd);
+    p->scratchpad = pd.scratchpad_desc();
+    return p;
+  });
+}
+
+void matmul_f32(MatOperand a, MatOperand b, const Shape& out_sizes, float* out, const Tensor& bias) {
+  // Both operands read as size 1 in a batch dim where out is larger: oneDNN can only broadcast
+  // one side, so give `a` its full batch shape (a copy, only for doubly expanded inputs).
+  size_t nd = out_sizes.size();
+  for (size_t d = 0; d + 2 < nd; ++d) {
+    if (a.sizes[d] == 1 && b.sizes[d] == 1 && out_sizes[d] > 1) {
+      Shape full(out_sizes.begin(), out_sizes.end() - 2);
+      full.push_back(a.rows());
+      full.push_back(a.cols());
+      Shape st = a.strides;
+      for (size_t i = 0; i + 2 < nd; ++i)
+        if (a.sizes[i] == 1) st[i] = 0;
+      a.sizes = full;
+      a.strides = st;
+      materialize(a);
+      break;
+    }
+  }
+  prepare_for_dnnl(a);
+  prepare_for_dnnl(b);
+  std::shared_ptr<const MatmulPrimitive> p;
+  try {
+    p = matmul_primitive(a, b, out_sizes, bias.defined());
+  } catch (const dnnl::error&) {
+    // A layout oneDNN rejects (e.g. overlapping batch strides): contiguous copies always work.
+    materialize(a);
+    materialize(b);
+    normalize_strides(a);
+    normalize_strides(b);
+    try {
+      p = matmul_primitive(a, b, out_sizes, bias.defined());
+    } catch (const dnnl::error& e) {
+      GRAFT_ERROR("matmul: oneDNN failed for shapes ", shape_str(a.sizes), " and ", shape_str(b.sizes), ": ", e.what());
+    }
+  }
+  std::unordered_map<int, dnnl::memory> args{
+      {DNNL_ARG_SRC, du::make_memory(p->a_md, a.t.data_ptr())},
+      {DNNL_ARG_WEIGHTS, du::make_memory(p->b_md, b.t.data_ptr())},
+      {DNNL_ARG_DST, du::make_memory(p->out_md, out)}};
+  if (bias.defined()) args.emplace(DNNL_ARG_BIAS, du::make_memory(p->bias_md, bias.data_ptr()));
+  du::execute(*p, std::move(args));
+}
+
+// ---- float64 / int64: blocked loops ----
+
+// Rows per task so that a task does at least ~64K multiply-adds.
+int64_t row_grain(int64_t k, int64_t m) { return std::max<int64_t>(1, 65536 / std::max<int64_t>(1, k * m)); }
+
+// out rows [r0, r1) of one batch: C[i, :] = bias + sum_kk A[i, kk] * B[kk, :].
+// B rows are contiguous (stride 1 along m). Blocked over columns and k so the B panel and the
+// C rows being updated stay in cache while every row of the block streams over them.
+template <class T>
+void gemm_rows(const T* A, int64_t sar, int64_t sac, const T* B, int64_t sbr, T* C, int64_t r0, int64_t r1,
+               int64_t k, int64_t m, const T* bias) {
+  constexpr int64_t kRowBlock = 8, kColBlock = 256, kDepthBlock = 128;
+  for (int64_t i = r0; i < r1; ++i) {
+    T* c = C + i * m;
+    if (bias)
+      std::memcpy(c, bias, sizeof(T) * static_cast<size_t>(m));
+    else
+      std::fill(c, c + m, T(0));
+  }
+  for (int64_t ib = r0; ib < r1; ib += kRowBlock) {
+    int64_t ie = std::min(r1, ib + kRowBlock);
+    for (int64_t jb = 0; jb < m; jb += kColBlock) {
+      int64_t jn = std::min(m, jb + kColBlock) - jb;
+      for (int64_t kb = 0; kb < k; kb += kDepthBlock) {
+        int64_t ke = std::min(k, kb + kDepthBlock);
+        for (int64_t i = ib; i < ie; ++i) {
+          T* __restrict c = C + i * m + jb;
+          const T* arow = A + i * sar;
+          for (int64_t kk = kb; kk < ke; ++kk) {
+            T av = arow[kk * sac];
+            const T* __restrict brow = B + kk * sbr + jb;
+            for (int64_t j = 0; j < jn; ++j) c[j] += av * brow[j];
+          }
+        }
+      }
+    }
+  }
+}
+
+template <class T>
+void matmul_loops(MatOperand a, MatOperand b, const Shape& out_sizes, T* out, const Tensor& bias) {
+  // The inner loop walks B along m: give it unit stride (a copy of b only, never of a).
+  if (b.strides.back() != 1 && b.cols() > 1) materialize(b);
+  size_t nd = out_sizes.size();
+  int64_t n = out_sizes[nd - 2], m = out_sizes[nd - 1], k = a.cols();
+  Shape batch(out_sizes.begin(), out_sizes.end() - 2);
+  int64_t nbatch = shape_numel(batch);
+  // Element offsets of each batch's matrices (0 stride where a side is broadcast).
+  std::vector<int64_t> off_a(static_cast<size_t>(nbatch)), off_b(static_cast<size_t>(nbatch));
+  {
+    Shape sa(batch.size()), sb(batch.size());
+    for (size_t d = 0; d < batch.size(); ++d) {
+      sa[d] = a.sizes[d] == 1 ? 0 : a.strides[d];
+      sb[d] = b.sizes[d] == 1 ? 0 : b.strides[d];
+    }
+    int64_t i = 0;
+    for_each_offset2(batch, sa, sb, [&](int64_t oa, int64_t ob) {
+      off_a[static_cast<size_t>(i)] = oa;
+      off_b[static_cast<size_t>(i++)] = ob;
+    });
+  }
+  const T* A = static_cast<const T*>(a.t.data_ptr());
+  const T* B = static_cast<const T*>(b.t.data_ptr());
+  const T* bias_p = bias.defined() ? static_cast<const T*>(bias.data_ptr()) : nullptr;
+  int64_t sar = a.strides[nd - 2], sac = a.strides[nd - 1], sbr = b.strides[nd - 2];
+  parallel_for(0, nbatch * n, row_grain(k, m), [&](int64_t r0, int64_t r1) {
+    while (r0 < r1) {
+      int64_t bi = r0 / n, i0 = r0 % n, i1 = std::min(n, i0 + (r1 - r0));
+      gemm_rows<T>(A + off_a[static_cast<size_t>(bi)], sar, sac, B + off_b[static_cast<size_t>(bi)], sbr,
+                   out + bi * n * m, i0, i1, k, m, bias_p);
+      r0 += i1 - i0;
+    }
+  });
+}
+
+// out (contiguous, `out_sizes` = batch + [n, m]) = a @ b (+ bias). a, b have out's rank.
+void matmul_core(MatOperand a, MatOperand b, const Shape& out_sizes, const Tensor& out, const Tensor& bias) {
+  if (out.numel() == 0) return;
+  unexpand_batch(a);
+  unexpand_batch(b);
+  if (a.cols() == 0) {
+    // An empty sum: zeros, or the bias broadcast over rows.
+    if (bias.defined()) {
+      dispatch_dtype(out.dtype(), "matmul", [&]<class T>() {
+        T* o = static_cast<T*>(out.data_ptr());
+        const T* bp = static_cast<const T*>(bias.data_ptr());
+        int64_t m = out_sizes.back();
+        for (int64_t i = 0; i < out.numel(); ++i) o[i] = bp[i % m];
+      });
+    } else {
+      fill_cpu(out, 0);
+    }
+    return;
+  }
+  switch (out.dtype()) {
+    case DType::Float32: matmul_f32(std::move(a), std::move(b), out_sizes, static_cast<float*>(out.data_ptr()), bias); break;
+    case DType::Float64: matmul_loops<double>(std::move(a), std::move(b), out_sizes, static_cast<double*>(out.data_ptr()), bias); break;
+    case DType::Int64: matmul_loops<int64_t>(std::move(a), std::move(b), out_sizes, static_cast<int64_t*>(out.data_ptr()), bias); break;
+    default: GRAFT_ERROR("matmul: unsupported dtype ", out.dtype());
+  }
+}
+
+// ---- argument checks ----
+
+void check_operands(const Tensor& a, const Tensor& b, const char* op) {
+  check_defined(a, op, "self");
+  check_defined(b, op, "other");
+  GRAFT_CHECK(a.dtype() == b.dtype(), op, ": expected m1 and m2 to have the same dtype, but got: ", a.dtype(),
+              " != ", b.dtype(), " (", describe(a), " and ", describe(b), ")");
+  GRAFT_CHECK(a.dtype() != kBool, op, ": not implemented for bool tensors (", describe(a), " and ", describe(b), ")");
+}
+
+[[noreturn]] void throw_cannot_multiply(const char* op, const Tensor& a, const Tensor& b, int64_t ka, int64_t kb) {
+  GRAFT_ERROR(op, ": shapes ", shape_str(a.sizes()), " and ", shape_str(b.sizes()), " cannot be multiplied (", ka,
+              " != ", kb, ")");
+}
+
+MatOperand operand(const Tensor& t) { return MatOperand{t, t.sizes(), t.strides()}; }
+
+// ---- kernels ----
+
+// [n, k] x [k, m] -> [n, m]
+Tensor mm_cpu(const Tensor& a, const Tensor& b) {
+  check_operands(a, b, "mm");
+  GRAFT_CHECK(a.dim() == 2 && b.dim() == 2, "mm: expected 2-D tensors, got ", shape_str(a.sizes()), " and ",
+              shape_str(b.sizes()));
+  if (a.size(1) != b.size(0)) throw_cannot_multiply("mm", a, b, a.size(1), b.size(0));
+  Shape out_sizes{a.size(0), b.size(1)};
+  Tensor out = new_tensor(out_sizes, a.dtype(), a.device());
+  matmul_core(operand(a), operand(b), out_sizes, out, Tensor());
+  return out;
+}
+
+// [B, n, k] x [B, k, m] -> [B, n, m]
+Tensor bmm_cpu(const Tensor& a, const Tensor& b) {
+  check_operands(a, b, "bmm");
+  GRAFT_CHECK(a.dim() == 3 && b.dim() == 3, "bmm: expected 3-D tensors, got ", shape_str(a.sizes()), " and ",
+              shape_str(b.sizes()));
+  GRAFT_CHECK(a.size(0) == b.size(0), "bmm: shapes ", shape_str(a.sizes()), " and ", shape_str(b.sizes()),
+              " have different batch sizes (", a.size(0), " != ", b.size(0), ")");
+  if (a.size(2) != b.size(1)) throw_cannot_multiply("bmm", a, b, a.size(2), b.size(1));
+  Shape out_sizes{a.size(0), a.size(1), b.size(2)};
+  Tensor out = new_tensor(out_sizes, a.dtype(), a.device());
+  matmul_core(operand(a), operand(b), out_sizes, out, Tensor());
+  return out;
+}
+
+// torch.matmul: 1-D x 1-D is a dot product; a 1-D left operand gets a leading 1 (removed from
+// the result), a 1-D right operand a trailing 1 (removed); batch dims broadcast.
+Tensor matmul_cpu(const Tensor& a, const Tensor& b) {
+  check_operands(a, b, "matmul");
+  GRAFT_CHECK(a.dim() >= 1 && b.dim() >= 1, "matmul: both arguments need to be at least 1-D, but got ",
+              shape_str(a.sizes()), " and ", shape_str(b.sizes()));
+  MatOperand oa = operand(a), ob = operand(b);
+  if (a.dim() == 1) {
+    oa.sizes = {1, a.size(0)};
+    oa.strides = {a.size(0) * a.stride(0), a.stride(0)};
+  }
+  if (b.dim() == 1) {
+    ob.sizes = {b.size(0), 1};
+    ob.strides = {b.stride(0), 1};
+  }
+  int64_t ka = oa.cols(), kb = ob.rows();
+  if (ka != kb) throw_cannot_multiply("matmul", a, b, ka, kb);
+  // Broadcast the batch dims (everything before the last two).
+  size_t ba = oa.sizes.size() - 2, bb = ob.sizes.size() - 2, nb = std::max(ba, bb);
+  Shape core(nb + 2);
+  for (size_t i = 0; i < nb; ++i) {
+    int64_t sa = i < nb - ba ? 1 : oa.sizes[i - (nb - ba)];
+    int64_t sb = i < nb - bb ? 1 : ob.sizes[i - (nb - bb)];
+    GRAFT_CHECK(sa == sb || sa == 1 || sb == 1, "matmul: shapes ", shape_str(a.sizes()), " and ",
+                shape_str(b.sizes()), " cannot be multiplied: batch dimensions do not broadcast (", sa, " != ", sb,
+                " at batch dimension ", i, ")");
+    core[i] = sa == 1 ? sb : sa;
+  }
+  core[nb] = oa.rows();
+  core[nb + 1] = ob.cols();
+  Shape result(core.begin(), core.begin() + static_cast<std::ptrdiff_t>(nb));
+  if (a.dim() > 1) result.push_back(core[nb]);
+  if (b.dim() > 1) result.push_back(core[nb + 1]);
+  pad_to(oa, nb + 2);
+  pad_to(ob, nb + 2);
+  // The result has the core's elements in the same order, so the core writes it directly.
+  Tensor out = new_tensor(result, a.dtype(), a.device());
+  matmul_core(std::move(oa), std::move(ob), core, out, Tensor());
+  return out;
+}
+
+// x [*, in] @ w[out, in]^T + b[out] -> [*, out]
+Tensor linear_cpu(const Tensor& x, const Tensor& w, const Tensor& bias) {
+  check_defined(x, "linear", "input");
+  check_defined(w, "linear", "weight");
+  GRAFT_CHECK(x.dtype() == w.dtype(), "linear: expected m1 and m2 to have the same dtype, but got: ", x.dtype(),
+              " != ", w.dtype(), " (input ", describe(x), ", weight ", describe(w), ")");
+  GRAFT_CHECK(x.dtype() != kBool, "linear: not implemented for bool tensors (", describe(x), ")");
+  GRAFT_CHECK(w.dim() == 2, "linear: expected a 2-D weight [out_features, in_features], got ", shape_str(w.sizes()));
+  GRAFT_CHECK(x.dim() >= 1, "linear: expected an input with at least 1 dim, got ", shape_str(x.sizes()));
+  int64_t in = x.size(-1), nout = w.size(0);
+  GRAFT_CHECK(in == w.size(1), "linear: input ", shape_str(x.sizes()), " and weight ", shape_str(w.sizes()),
+              " cannot be multiplied (", in, " != ", w.size(1), ")");
+  Tensor bc;
+  if (bias.defined()) {
+    GRAFT_CHECK(bias.dtype() == x.dtype(), "linear: expected bias of dtype ", x.dtype(), ", got ", describe(bias));
+    GRAFT_CHECK(bias.dim() == 1 && bias.size(0) == nout, "linear: expected bias of shape [", nout, "], got ",
+                shape_str(bias.sizes()));
+    bc = contiguous_cpu(bias);
+  }
+  // Fold x's leading dims into rows when one stride walks them all (always for contiguous x).
+  Shape lead(x.sizes().begin(), x.sizes().end() - 1);
+  int64_t rows = shape_numel(lead);
+  MatOperand ox{x, {rows, in}, {0, x.stride(-1)}};
+  {
+    bool foldable = true;
+    int64_t row_stride = 0, expected = -1;
+    for (int64_t d = x.dim() - 2; d >= 0; --d) {
+      if (x.size(d) == 1) continue;
+      if (x.stride(d) == 0) foldable = false;  // expanded rows: one stride cannot repeat them
+      if (expected < 0)
+        row_stride = x.stride(d);
+      else if (x.stride(d) != expected)
+        foldable = false;
+      expected = x.stride(d) * x.size(d);
+    }
+    ox.strides[0] = row_stride == 0 ? in : row_stride;  // 0 only when there is at most one row
+    if (!foldable) ox = MatOperand{contiguous_cpu(x), {rows, in}, {in, 1}};
+  }
+  Shape out_sizes = lead;
+  out_sizes.push_back(nout);
+  Tensor out = new_tensor(out_sizes, x.dtype(), x.device());
+  MatOperand ow{w, {in, nout}, {w.stride(1), w.stride(0)}};  // w^T, no copy
+  matmul_core(std::move(ox), std::move(ow), {rows, nout}, out, bc);
+  return out;
+}
+
+}  // namespace
+
+GRAFT_DEFINE_OP("mm(Tensor self, Tensor mat2) -> Tensor");
+GRAFT_DEFINE_OP("bmm(Tensor self, Tensor mat2) -> Tensor");
+GRAFT_DEFINE_OP("matmul(Tensor self, Tensor other) -> Tensor");
+GRAFT_DEFINE_OP("linear(Tensor input, Tensor weight, Tensor? bias) -> Tensor");
+GRAFT_KERNEL("mm", CPU, mm_cpu);
+GRAFT_KERNEL("bmm", CPU, bmm_cpu);
+GRAFT_KERNEL("matmul", CPU, matmul_cpu);
+GRAFT_KERNEL("linear", CPU, linear_cpu);
+
+}  // namespace kernels
+
+namespace ops {
+
+Tensor mm(const Tensor& a, const Tensor& b) {
+  GRAFT_OP_HANDLE(op, "mm");
+  return call_op(op, a, b)[0];
+}
+Tensor bmm(const Tensor& a, const Tensor& b) {
+  GRAFT_OP_HANDLE(op, "bmm");
+  return call_op(op, a, b)[0];
+}
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  GRAFT_OP_HANDLE(op, "matmul");
+  return call_op(op, a, b)[0];
+}
+Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
+  GRAFT_OP_HANDLE(op, "linear");
+  return call_op(op, x, w, b)[0];
+}
+
+}  // namespace ops
+}  // namespace graft

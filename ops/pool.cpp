@@ -1,1 +1,380 @@
-// placeholder: being written
+// 2-D max and average pooling (NCHW, or unbatched CHW) and their backward kernels.
+//
+//   max_pool2d_with_indices: input [N, C, H, W] -> out [N, C, OH, OW], indices (int64, flat h*W + w
+//                            position of the max inside its own input plane, as PyTorch)
+//   max_pool2d_backward:     grad_out scattered to those positions -> grad_input [N, C, H, W]
+//   avg_pool2d(_backward):   mean over each window; the divisor counts padding when
+//                            count_include_pad, and windows are clipped to input + right padding.
+// Output size (PyTorch's pooling_output_shape):
+//   OH = floor_or_ceil((H + 2*padH - dilH*(kH-1) - 1) / strideH) + 1, and with ceil_mode the
+//   last window must start inside the input or the left padding, else it is dropped.
+// Direct loops, one task per input plane (N*C of them) above a grain; pooling is memory-bound and
+// simple loops match oneDNN here while giving exactly PyTorch's NaN and index semantics.
+#include <atomic>
+#include <bit>
+#include <cmath>
+#include <limits>
+
+#include "ops/kernel_utils.h"
+#include "ops/ops.h"
+#include "runtime/dispatcher.h"
+#include "runtime/parallel.h"
+
+namespace graft {
+namespace kernels {
+namespace {
+
+struct PoolParams {
+  int64_t N, C, H, W;
+  int64_t kh, kw, sh, sw, ph, pw, dh, dw;
+  int64_t OH, OW;
+  bool batched;
+  int64_t planes() const { return N * C; }
+  Shape output_sizes() const { return batched ? Shape{N, C, OH, OW} : Shape{C, OH, OW}; }
+};
+
+std::pair<int64_t, int64_t> pair_arg(const Shape& v, const char* op, const char* name) {
+  GRAFT_CHECK(v.size() == 1 || v.size() == 2, op, ": ", name, " must be one int or a pair of ints, got ",
+              shape_str(v));
+  return {v[0], v.size() == 2 ? v[1] : v[0]};
+}
+
+int64_t pool_output_size(int64_t in, int64_t k, int64_t pad, int64_t stride, int64_t dil, bool ceil_mode) {
+  int64_t num = in + 2 * pad - dil * (k - 1) - 1 + (ceil_mode ? stride - 1 : 0);
+  // Floor division (num may be negative for a kernel larger than the padded input).
+  int64_t q = num >= 0 ? num / stride : -((-num + stride - 1) / stride);
+  int64_t out = q + 1;
+  if (ceil_mode && (out - 1) * stride >= in + pad) --out;
+  return out;
+}
+
+PoolParams pool_params(const char* op, const Shape& in, const Shape& kernel, const Shape& stride,
+                       const Shape& padding, const Shape& dilation, bool ceil_mode) {
+  GRAFT_CHECK(in.size() == 3 || in.size() == 4, op, ": expected a 3-D (unbatched) or 4-D (batched) input, got ",
+              shape_str(in));
+  PoolParams p{};
+  p.batched = in.size() == 4;
+  size_t o = p.batched ? 1 : 0;
+  p.N = p.batched ? in[0] : 1;
+  p.C = in[o];
+  p.H = in[o + 1];
+  p.W = in[o + 2];
+  GRAFT_CHECK(p.C > 0 && p.H > 0 && p.W > 0, op, ": expected an input with non-zero channels, height and width, got ",
+              shape_str(in));
+  std::tie(p.kh, p.kw) = pair_arg(kernel, op, "kernel_size");
+  if (stride.empty()) {
+    p.sh = p.kh;
+    p.sw = p.kw;
+  } else {
+    std::tie(p.sh, p.sw) = pair_arg(stride, op, "stride");
+  }
+  std::tie(p.ph, p.pw) = pair_arg(padding, op, "padding");
+  std::tie(p.dh, p.dw) = pair_arg(dilation, op, "dilation");
+  GRAFT_CHECK(p.kh > 0 && p.kw > 0, op, ": kernel_size must be positive, got ", shape_str(kernel));
+  GRAFT_CHECK(p.sh > 0 && p.sw > 0, op, ": stride must be positive, got ", shape_str(stride));
+  GRAFT_CHECK(p.dh > 0 && p.dw > 0, op, ": dilation must be positive, got ", shape_str(dilation));
+  GRAFT_CHECK(p.ph >= 0 && p.pw >= 0 && p.ph <= p.kh / 2 && p.pw <= p.kw / 2, op,
+              ": pad should be at most half of kernel size, but got padding ", shape_str(padding),
+              " and kernel_size ", shape_str(kernel));
+  p.OH = pool_output_size(p.H, p.kh, p.ph, p.sh, p.dh, ceil_mode);
+  p.OW = pool_output_size(p.W, p.kw, p.pw, p.sw, p.dw, ceil_mode);
+  GRAFT_CHECK(p.OH > 0 && p.OW > 0, op, ": output size is too small: input ", shape_str(in), " with kernel_size ",
+              shape_str(kernel), ", padding ", shape_str(padding), " and dilation ", shape_str(dilation),
+              " gives an output of ", p.OH, " x ", p.OW);
+  return p;
+}
+
+int64_t plane_grain(const PoolParams& p) {
+  return std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, p.OH * p.OW * p.kh * p.kw));
+}
+
+// ---- max ----
+
+// take ? a : b as bit operations. The compiler turns a ternary here back into a branch, and on
+// real data the comparison behind `take` is a coin flip the branch predictor cannot learn
+// (branchless is ~3x faster for 2x2 windows).
+template <class T>
+inline T select(bool take, T a, T b) {
+  using U = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
+  U mask = U(0) - static_cast<U>(take);
+  return std::bit_cast<T>(static_cast<U>((std::bit_cast<U>(a) & mask) | (std::bit_cast<U>(b) & ~mask)));
+}
+
+// Output positions o in [lo, hi) whose input index o*stride + offset lies in [0, in).
+std::pair<int64_t, int64_t> valid_range(int64_t out, int64_t in, int64_t stride, int64_t offset) {
+  int64_t lo = offset >= 0 ? 0 : (-offset + stride - 1) / stride;
+  int64_t hi = in - 1 - offset < 0 ? 0 : (in - 1 - offset) / stride + 1;
+  return {std::min(lo, out), std::min(hi, out)};
+}
+
+// One output row at a time, kernel taps outermost and output columns innermost: the columns are
+// independent, so the loop runs many max chains side by side instead of one short dependent
+// chain per window. Taps are visited in window scan order (h, then w), so the first maximum wins
+// exactly as in a per-window scan. ind may be null (no indices wanted).
+template <class T>
+void max_pool_fwd(const PoolParams& p, const T* x, T* y, int64_t* ind) {
+  // Locals, not p's fields: stores through y/ind could otherwise alias them and force reloads.
+  const int64_t H = p.H, W = p.W, OH = p.OH, OW = p.OW, kh = p.kh, kw = p.kw;
+  const int64_t sh = p.sh, sw = p.sw, ph = p.ph, pw = p.pw, dh = p.dh, dw = p.dw;
+  constexpr T lowest = std::numeric_limits<T>::has_infinity ? -std::numeric_limits<T>::infinity()
+                                                            : std::numeric_limits<T>::lowest();
+  parallel_for(0, p.planes(), plane_grain(p), [&](int64_t b, int64_t e) {
+    for (int64_t pl = b; pl < e; ++pl) {
+      const T* xp = x + pl * H * W;
+      for (int64_t oh = 0; oh < OH; ++oh) {
+        T* __restrict m = y + (pl * OH + oh) * OW;
+        int64_t* __restrict best = ind ? ind + (pl * OH + oh) * OW : nullptr;
+        int64_t h0 = oh * sh - ph, hs = h0;
+        while (hs < 0) hs += dh;
+        for (int64_t ow = 0; ow < OW; ++ow) {
+          m[ow] = lowest;
+          if (best) {
+            // PyTorch's index for a window with no element above -inf: its first valid position.
+            int64_t ws = ow * sw - pw;
+            while (ws < 0) ws += dw;
+            best[ow] = hs * W + ws;
+          }
+        }
+        for (int64_t i = 0; i < kh; ++i) {
+          int64_t h = h0 + i * dh;
+          if (h < 0 || h >= H) continue;
+          for (int64_t j = 0; j < kw; ++j) {
+            int64_t joff = j * dw - pw;
+            auto [ow0, ow1] = valid_range(OW, W, sw, joff);
+            const T* xr = xp + h * W + joff;
+            int64_t base = h * W + joff;
+            for (int64_t ow = ow0; ow < ow1; ++ow) {
+              T v = xr[ow * sw];
+              // NaN wins and propagates, as in PyTorch.
+              bool take = v > m[ow];
+              if constexpr (std::is_floating_point_v<T>) take = take | (v != v);
+              m[ow] = select(take, v, m[ow]);
+              if (best) best[ow] = select(take, base + ow * sw, best[ow]);
+            }
+          }
+        }
+      }
+    }
+  });
+}
+
+// Indices are only written when `ind` is defined (max_pool2d alone does not need them).
+Tensor max_pool2d_impl(const Tensor& input, const Shape& kernel, const Shape& stride, const Shape& padding,
+                       const Shape& dilation, bool ceil_mode, Tensor* ind) {
+  const char* op = "max_pool2d";
+  check_defined(input, op, "input");
+  GRAFT_CHECK(input.dtype() != kBool, op, ": not implemented for bool tensors (", describe(input), ")");
+  PoolParams p = pool_params(op, input.sizes(), kernel, stride, padding, dilation, ceil_mode);
+  Tensor out = new_tensor(p.output_sizes(), input.dtype(), input.device());
+  if (ind) *ind = new_tensor(p.output_sizes(), kInt64, input.device());
+  Tensor x = contiguous_cpu(input);
+  dispatch_dtype(input.dtype(), op, [&]<class T>() {
+    if constexpr (!std::is_same_v<T, bool>)
+      max_pool_fwd<T>(p, static_cast<const T*>(x.data_ptr()), static_cast<T*>(out.data_ptr()),
+                      ind ? ind->data_ptr<int64_t>() : nullptr);
+  });
+  return out;
+}
+
+std::tuple<Tensor, Tensor> max_pool2d_with_indices_cpu(const Tensor& input, const Shape& kernel, const Shape& stride,
+                                                       const Shape& padding, const Shape& dilation, bool ceil_mode) {
+  Tensor ind;
+  Tensor out = max_pool2d_impl(input, kernel, stride, padding, dilation, ceil_mode, &ind);
+  return {out, ind};
+}
+
+Tensor max_pool2d_cpu(const Tensor& input, const Shape& kernel, const Shape& stride, const Shape& padding,
+                      const Shape& dilation, bool ceil_mode) {
+  return max_pool2d_impl(input, kernel, stride, padding, dilation, ceil_mode, nullptr);
+}
+
+// grad_input[plane][indices[o]] += grad_out[o]  (windows may overlap, so positions accumulate)
+Tensor max_pool2d_backward_cpu(const Tensor& grad_out, const Tensor& input, const Tensor& indices) {
+  const char* op = "max_pool2d_backward";
+  check_defined(grad_out, op, "grad_out");
+  check_defined(input, op, "input");
+  check_defined(indices, op, "indices");
+  check_floating(grad_out, op);
+  check_index_dtype(indices, op);
+  GRAFT_CHECK(input.dim() == 3 || input.dim() == 4, op, ": expected a 3-D or 4-D input, got ",
+              shape_str(input.sizes()));
+  GRAFT_CHECK(grad_out.sizes() == indices.sizes(), op, ": grad_out ", shape_str(grad_out.sizes()),
+              " and indices ", shape_str(indices.sizes()), " must have the same shape");
+  GRAFT_CHECK(grad_out.dim() == input.dim() && std::equal(input.sizes().begin(), input.sizes().end() - 2,
+                                                          grad_out.sizes().begin()),
+              op, ": grad_out ", shape_str(grad_out.sizes()), " does not match input ", shape_str(input.sizes()),
+              " in its leading (batch and channel) dims");
+  int64_t nd = input.dim(), H = input.size(nd - 2), W = input.size(nd - 1);
+  int64_t planes = shape_numel(Shape(input.sizes().begin(), input.sizes().end() - 2));
+  int64_t per_out = grad_out.size(nd - 2) * grad_out.size(nd - 1), per_in = H * W;
+  Tensor gi = new_tensor(input.sizes(), grad_out.dtype(), grad_out.device());
+  Tensor go = contiguous_cpu(grad_out), ix = contiguous_cpu(indices);
+  // Checked after the loop: an exception cannot leave a parallel region.
+  std::atomic<bool> any_bad{false};
+  std::atomic<int64_t> bad{0};
+  dispatch_floating(grad_out.dtype(), op, [&]<class T>() {
+    const T* g = static_cast<const T*>(go.data_ptr());
+    const int64_t* id = ix.data_ptr<int64_t>();
+    T* o = static_cast<T*>(gi.data_ptr());
+    int64_t grain = std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, per_in + per_out));
+    parallel_for(0, planes, grain, [&](int64_t b, int64_t e) {
+      for (int64_t pl = b; pl < e; ++pl) {
+        T* op_ = o + pl * per_in;
+        std::fill(op_, op_ + per_in, T(0));
+        const T* gp = g + pl * per_out;
+        const int64_t* ip = id + pl * per_out;
+        for (int64_t i = 0; i < per_out; ++i) {
+          int64_t k = ip[i];
+          if (k < 0 || k >= per_in) [[unlikely]] {
+            bad.store(k);
+            any_bad.store(true);
+            continue;
+          }
+          op_[k] += gp[i];
+        }
+      }
+    });
+  });
+  GRAFT_CHECK(!any_bad.load(), op, ": index ", bad.load(), " is out of range for an input plane of ", H, " x ", W, " (input ",
+              shape_str(input.sizes()), ")");
+  return gi;
+}
+
+// ---- average ----
+
+// Calls f(h0, h1, w0, w1, divisor) for each output position of one plane, with the window
+// clipped to the input and the divisor PyTorch uses.
+template <class F>
+void for_each_avg_window(const PoolParams& p, bool count_include_pad, F&& f) {
+  for (int64_t oh = 0; oh < p.OH; ++oh) {
+    int64_t h0 = oh * p.sh - p.ph, h1 = std::min(h0 + p.kh, p.H + p.ph);
+    for (int64_t ow = 0; ow < p.OW; ++ow) {
+      int64_t w0 = ow * p.sw - p.pw, w1 = std::min(w0 + p.kw, p.W + p.pw);
+      int64_t pool_size = (h1 - h0) * (w1 - w0);
+      int64_t ch0 = std::max<int64_t>(h0, 0), cw0 = std::max<int64_t>(w0, 0);
+      int64_t ch1 = std::min(h1, p.H), cw1 = std::min(w1, p.W);
+      int64_t divisor = count_include_pad ? pool_size : (ch1 - ch0) * (cw1 - cw0);
+      f(oh * p.OW + ow, ch0, ch1, cw0, cw1, divisor);
+    }
+  }
+}
+
+void check_avg_input(const Tensor& t, const char* op, const char* arg) {
+  check_defined(t, op, arg);
+  GRAFT_CHECK(is_floating(t.dtype()), op, ": expected a float32 or float64 ", arg, ", got ", describe(t));
+}
+
+Tensor avg_pool2d_cpu(const Tensor& input, const Shape& kernel, const Shape& stride, const Shape& padding,
+                      bool ceil_mode, bool count_include_pad) {
+  const char* op = "avg_pool2d";
+  check_avg_input(input, op, "input");
+  PoolParams p = pool_params(op, input.sizes(), kernel, stride, padding, {1, 1}, ceil_mode);
+  Tensor out = new_tensor(p.output_sizes(), input.dtype(), input.device());
+  Tensor x = contiguous_cpu(input);
+  dispatch_floating(input.dtype(), op, [&]<class T>() {
+    const T* xd = static_cast<const T*>(x.data_ptr());
+    T* yd = static_cast<T*>(out.data_ptr());
+    parallel_for(0, p.planes(), plane_grain(p), [&](int64_t b, int64_t e) {
+      for (int64_t pl = b; pl < e; ++pl) {
+        const T* xp = xd + pl * p.H * p.W;
+        T* yp = yd + pl * p.OH * p.OW;
+        for_each_avg_window(p, count_include_pad, [&](int64_t o, int64_t h0, int64_t h1, int64_t w0, int64_t w1,
+                                                      int64_t divisor) {
+          if (h0 >= h1 || w0 >= w1) {
+            yp[o] = T(0);
+            return;
+          }
+          T s = 0;
+          for (int64_t h = h0; h < h1; ++h)
+            for (int64_t w = w0; w < w1; ++w) s += xp[h * p.W + w];
+          yp[o] = s / static_cast<T>(divisor);
+        });
+      }
+    });
+  });
+  return out;
+}
+
+// grad_input[h, w] += grad_out[o] / divisor(o) for every window o that covers (h, w)
+Tensor avg_pool2d_backward_cpu(const Tensor& grad_out, const Tensor& input, const Shape& kernel, const Shape& stride,
+                               const Shape& padding, bool ceil_mode, bool count_include_pad) {
+  const char* op = "avg_pool2d_backward";
+  check_avg_input(grad_out, op, "grad_out");
+  check_defined(input, op, "input");
+  PoolParams p = pool_params(op, input.sizes(), kernel, stride, padding, {1, 1}, ceil_mode);
+  GRAFT_CHECK(grad_out.sizes() == p.output_sizes(), op, ": expected grad_out of shape ", shape_str(p.output_sizes()),
+              " (the output for input ", shape_str(input.sizes()), "), got ", shape_str(grad_out.sizes()));
+  Tensor gi = new_tensor(input.sizes(), grad_out.dtype(), grad_out.device());
+  Tensor go = contiguous_cpu(grad_out);
+  dispatch_floating(grad_out.dtype(), op, [&]<class T>() {
+    const T* gd = static_cast<const T*>(go.data_ptr());
+    T* xd = static_cast<T*>(gi.data_ptr());
+    parallel_for(0, p.planes(), plane_grain(p), [&](int64_t b, int64_t e) {
+      for (int64_t pl = b; pl < e; ++pl) {
+        T* xp = xd + pl * p.H * p.W;
+        const T* gp = gd + pl * p.OH * p.OW;
+        std::fill(xp, xp + p.H * p.W, T(0));
+        for_each_avg_window(p, count_include_pad, [&](int64_t o, int64_t h0, int64_t h1, int64_t w0, int64_t w1,
+                                                      int64_t divisor) {
+          if (h0 >= h1 || w0 >= w1) return;
+          T g = gp[o] / static_cast<T>(divisor);
+          for (int64_t h = h0; h < h1; ++h)
+            for (int64_t w = w0; w < w1; ++w) xp[h * p.W + w] += g;
+        });
+      }
+    });
+  });
+  return gi;
+}
+
+}  // namespace
+
+GRAFT_DEFINE_OP(
+    "max_pool2d_with_indices(Tensor self, int[] kernel_size, int[] stride, int[] padding, int[] dilation, "
+    "bool ceil_mode) -> (Tensor, Tensor)");
+GRAFT_DEFINE_OP(
+    "max_pool2d(Tensor self, int[] kernel_size, int[] stride, int[] padding, int[] dilation, bool ceil_mode) -> Tensor");
+GRAFT_DEFINE_OP("max_pool2d_backward(Tensor grad_out, Tensor self, Tensor indices) -> Tensor");
+GRAFT_DEFINE_OP(
+    "avg_pool2d(Tensor self, int[] kernel_size, int[] stride, int[] padding, bool ceil_mode, "
+    "bool count_include_pad) -> Tensor");
+GRAFT_DEFINE_OP(
+    "avg_pool2d_backward(Tensor grad_out, Tensor self, int[] kernel_size, int[] stride, int[] padding, "
+    "bool ceil_mode, bool count_include_pad) -> Tensor");
+GRAFT_KERNEL("max_pool2d_with_indices", CPU, max_pool2d_with_indices_cpu);
+GRAFT_KERNEL("max_pool2d", CPU, max_pool2d_cpu);
+GRAFT_KERNEL("max_pool2d_backward", CPU, max_pool2d_backward_cpu);
+GRAFT_KERNEL("avg_pool2d", CPU, avg_pool2d_cpu);
+GRAFT_KERNEL("avg_pool2d_backward", CPU, avg_pool2d_backward_cpu);
+
+}  // namespace kernels
+
+namespace ops {
+
+std::vector<Tensor> max_pool2d_with_indices(const Tensor& input, const Shape& kernel, const Shape& stride,
+                                            const Shape& padding, const Shape& dilation, bool ceil_mode) {
+  GRAFT_OP_HANDLE(op, "max_pool2d_with_indices");
+  return call_op(op, input, kernel, stride, padding, dilation, ceil_mode);
+}
+Tensor max_pool2d(const Tensor& input, const Shape& kernel, const Shape& stride, const Shape& padding,
+                  const Shape& dilation, bool ceil_mode) {
+  GRAFT_OP_HANDLE(op, "max_pool2d");
+  return call_op(op, input, kernel, stride, padding, dilation, ceil_mode)[0];
+}
+Tensor max_pool2d_backward(const Tensor& grad_out, const Tensor& input, const Tensor& indices) {
+  GRAFT_OP_HANDLE(op, "max_pool2d_backward");
+  return call_op(op, grad_out, input, indices)[0];
+}
+Tensor avg_pool2d(const Tensor& input, const Shape& kernel, const Shape& stride, const Shape& padding, bool ceil_mode,
+                  bool count_include_pad) {
+  GRAFT_OP_HANDLE(op, "avg_pool2d");
+  return call_op(op, input, kernel, stride, padding, ceil_mode, count_include_pad)[0];
+}
+Tensor avg_pool2d_backward(const Tensor& grad_out, const Tensor& input, const Shape& kernel, const Shape& stride,
+                           const Shape& padding, bool ceil_mode, bool count_include_pad) {
+  GRAFT_OP_HANDLE(op, "avg_pool2d_backward");
+  return call_op(op, grad_out, input, kernel, stride, padding, ceil_mode, count_include_pad)[0];
+}
+
+}  // namespace ops
+}  // namespace graft

@@ -1,1 +1,389 @@
-// placeholder: being written
+// Elementwise unary ops and the fused derivative helpers of activations, on CPU.
+//
+// Dtype rules (PyTorch's): floating ops (exp, log, sin, sqrt, sigmoid, ...) on int64/bool give
+// float32; neg/abs/sign/relu keep the input dtype (neg and relu refuse bool); in-place versions
+// must be able to write their result type into self.
+#include <cmath>
+#include <numbers>
+#include <string>
+
+#include "ops/kernel_utils.h"
+#include "ops/ops.h"
+#include "ops/tensor_iterator.h"
+#include "runtime/dispatcher.h"
+
+namespace graft {
+namespace kernels {
+namespace {
+
+// Transcendental functions cost tens of cycles per element: split sooner than for a plain add.
+constexpr int64_t kMathGrain = kGrainSize / 4;
+
+// y = f(x) in floating point. `f` is a generic callable, instantiated for float and double.
+template <class F>
+Tensor floating_unary(const char* op, const Tensor& x, F f) {
+  check_defined(x, op, "self");
+  DType r = floating_result(x.dtype());
+  TensorIterator it(op);
+  it.add_input(x, r).build(r);
+  dispatch_floating(r, op, [&]<class T>() {
+    it.for_each(elementwise_loop<T, T>([f](T v) { return static_cast<T>(f(v)); }), kMathGrain);
+  });
+  return it.output();
+}
+
+// x = f(x): only floating tensors can hold a floating result.
+template <class F>
+Tensor floating_unary_(const char* op, const Tensor& x, F f) {
+  check_defined(x, op, "self");
+  check_inplace_cast(op, floating_result(x.dtype()), x);
+  TensorIterator it(op);
+  it.add_output(x).add_input(x).build();
+  dispatch_floating(x.dtype(), op, [&]<class T>() {
+    it.for_each(elementwise_loop<T, T>([f](T v) { return static_cast<T>(f(v)); }), kMathGrain);
+  });
+  return x;
+}
+
+// y = f(x) keeping the dtype (f instantiated for every dtype the op accepts).
+template <class F>
+Tensor same_dtype_unary(const char* op, const Tensor& x, const Tensor& out, F f) {
+  TensorIterator it(op);
+  if (out.defined()) it.add_output(out).add_input(x).build();
+  else it.add_input(x).build(x.dtype());
+  dispatch_dtype(x.dtype(), op, [&]<class T>() {
+    it.for_each(elementwise_loop<T, T>([f](T v) { return static_cast<T>(f(v)); }));
+  });
+  return it.output();
+}
+
+void check_not_bool(const Tensor& x, const char* op, const char* hint) {
+  GRAFT_CHECK(x.dtype() != kBool, op, ": ", hint, " (got ", describe(x), ")");
+}
+
+constexpr const char* kNegBoolHint =
+    "negation, the `-` operator, on a bool tensor is not supported. If you are trying to invert a mask, use the "
+    "`~` or `logical_not()` operator instead";
+
+struct Neg {
+  template <class T> T operator()(T v) const {
+    if constexpr (std::is_same_v<T, bool>) return v;  // unreachable: refused before dispatch
+    else return -v;
+  }
+};
+struct Relu {
+  // NaN stays NaN, as torch.relu.
+  template <class T> T operator()(T v) const { return v < T(0) ? T(0) : v; }
+};
+struct Abs {
+  template <class T> T operator()(T v) const {
+    if constexpr (std::is_same_v<T, bool>) return v;
+    else return v < T(0) ? -v : v;
+  }
+};
+struct Sign {
+  template <class T> T operator()(T v) const {
+    if constexpr (std::is_same_v<T, bool>) return v;
+    else return static_cast<T>((T(0) < v) - (v < T(0)));
+  }
+};
+
+template <class T> T sigmoid_value(T v) { return T(1) / (T(1) + std::exp(-v)); }
+
+Tensor neg_cpu(const Tensor& x) {
+  check_defined(x, "neg", "self");
+  check_not_bool(x, "neg", kNegBoolHint);
+  return same_dtype_unary("neg", x, Tensor(), Neg{});
+}
+Tensor neg__cpu(const Tensor& x) {
+  check_defined(x, "neg_", "self");
+  check_not_bool(x, "neg_", kNegBoolHint);
+  return same_dtype_unary("neg_", x, x, Neg{});
+}
+Tensor relu_cpu(const Tensor& x) {
+  check_defined(x, "relu", "self");
+  check_not_bool(x, "relu", "not implemented for bool tensors");
+  return same_dtype_unary("relu", x, Tensor(), Relu{});
+}
+Tensor relu__cpu(const Tensor& x) {
+  check_defined(x, "relu_", "self");
+  check_not_bool(x, "relu_", "not implemented for bool tensors");
+  return same_dtype_unary("relu_", x, x, Relu{});
+}
+Tensor abs_cpu(const Tensor& x) {
+  check_defined(x, "abs", "self");
+  return same_dtype_unary("abs", x, Tensor(), Abs{});
+}
+Tensor sign_cpu(const Tensor& x) {
+  check_defined(x, "sign", "self");
+  return same_dtype_unary("sign", x, Tensor(), Sign{});
+}
+
+Tensor exp_cpu(const Tensor& x) { return floating_unary("exp", x, [](auto v) { return std::exp(v); }); }
+Tensor log_cpu(const Tensor& x) { return floating_unary("log", x, [](auto v) { return std::log(v); }); }
+Tensor sin_cpu(const Tensor& x) { return floating_unary("sin", x, [](auto v) { return std::sin(v); }); }
+Tensor cos_cpu(const Tensor& x) { return floating_unary("cos", x, [](auto v) { return std::cos(v); }); }
+Tensor tanh_cpu(const Tensor& x) { return floating_unary("tanh", x, [](auto v) { return std::tanh(v); }); }
+Tensor sigmoid_cpu(const Tensor& x) { return floating_unary("sigmoid", x, [](auto v) { return sigmoid_value(v); }); }
+Tensor sqrt_cpu(const Tensor& x) { return floating_unary("sqrt", x, [](auto v) { return std::sqrt(v); }); }
+Tensor rsqrt_cpu(const Tensor& x) {
+  return floating_unary("rsqrt", x, [](auto v) { return decltype(v)(1) / std::sqrt(v); });
+}
+Tensor log1p_cpu(const Tensor& x) { return floating_unary("log1p", x, [](auto v) { return std::log1p(v); }); }
+Tensor expm1_cpu(const Tensor& x) { return floating_unary("expm1", x, [](auto v) { return std::expm1(v); }); }
+Tensor erf_cpu(const Tensor& x) { return floating_unary("erf", x, [](auto v) { return std::erf(v); }); }
+Tensor reciprocal_cpu(const Tensor& x) {
+  return floating_unary("reciprocal", x, [](auto v) { return decltype(v)(1) / v; });
+}
+Tensor sin__cpu(const Tensor& x) { return floating_unary_("sin_", x, [](auto v) { return std::sin(v); }); }
+Tensor exp__cpu(const Tensor& x) { return floating_unary_("exp_", x, [](auto v) { return std::exp(v); }); }
+Tensor sqrt__cpu(const Tensor& x) { return floating_unary_("sqrt_", x, [](auto v) { return std::sqrt(v); }); }
+
+Tensor logical_not_cpu(const Tensor& x) {
+  check_defined(x, "logical_not", "self");
+  TensorIterator it("logical_not");
+  it.add_input(x).build(kBool);
+  dispatch_dtype(x.dtype(), "logical_not", [&]<class T>() {
+    it.for_each(elementwise_loop<bool, T>([](T v) { return v == T(0); }));
+  });
+  return it.output();
+}
+
+// ---- gelu ----
+// none: x * Phi(x), Phi the standard normal CDF.
+// tanh: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+bool gelu_is_tanh(const std::string& approximate, const char* op) {
+  GRAFT_CHECK(approximate == "none" || approximate == "tanh", op,
+              ": approximate argument must be either none or tanh, got '", approximate, "'");
+  return approximate == "tanh";
+}
+constexpr double kGeluCubic = 0.044715;
+constexpr double kSqrt2OverPi = 0.79788456080286535588;  // sqrt(2/pi)
+
+template <class T> T gelu_value(T x, bool tanh_approx) {
+  if (tanh_approx) {
+    T inner = T(kSqrt2OverPi) * (x + T(kGeluCubic) * x * x * x);
+    return T(0.5) * x * (T(1) + std::tanh(inner));
+  }
+  return T(0.5) * x * (T(1) + std::erf(x * T(std::numbers::sqrt2 / 2)));
+}
+
+// d gelu / dx.
+template <class T> T gelu_derivative(T x, bool tanh_approx) {
+  if (tanh_approx) {
+    T inner = T(kSqrt2OverPi) * (x + T(kGeluCubic) * x * x * x);
+    T t = std::tanh(inner);
+    T dinner = T(kSqrt2OverPi) * (T(1) + T(3 * kGeluCubic) * x * x);
+    return T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * dinner;
+  }
+  T cdf = T(0.5) * (T(1) + std::erf(x * T(std::numbers::sqrt2 / 2)));
+  T pdf = std::exp(T(-0.5) * x * x) * T(std::numbers::inv_sqrtpi / std::numbers::sqrt2);
+  return cdf + x * pdf;
+}
+
+Tensor gelu_cpu(const Tensor& x, const std::string& approximate) {
+  check_defined(x, "gelu", "self");
+  bool tanh_approx = gelu_is_tanh(approximate, "gelu");
+  check_floating(x, "gelu");
+  return floating_unary("gelu", x, [tanh_approx](auto v) { return gelu_value(v, tanh_approx); });
+}
+
+// ---- pow(Tensor, Scalar) ----
+Tensor pow_scalar_cpu(const Tensor& x, Scalar exponent) {
+  check_defined(x, "pow", "self");
+  DType r = result_type(x.dtype(), exponent);
+  GRAFT_CHECK(r != kBool, "pow: not implemented for bool tensors (got ", describe(x), " and exponent ", exponent, ")");
+  TensorIterator it("pow");
+  it.add_input(x, r).build(r);
+  if (r == kInt64) {
+    int64_t e = exponent.to_int();
+    GRAFT_CHECK(e >= 0, "pow: integers to negative integer powers are not allowed (", describe(x), " ** ", e, ")");
+    it.for_each(elementwise_loop<int64_t, int64_t>([e](int64_t v) { return int_pow(v, e); }));
+    return it.output();
+  }
+  double e = exponent.to_double();
+  dispatch_floating(r, "pow", [&]<class T>() {
+    // The common exponents avoid std::pow: exact and several times faster.
+    if (e == 2) it.for_each(elementwise_loop<T, T>([](T v) { return v * v; }));
+    else if (e == 1) it.for_each(elementwise_loop<T, T>([](T v) { return v; }));
+    else if (e == 0) it.for_each(elementwise_loop<T, T>([](T) { return T(1); }));
+    else if (e == 3) it.for_each(elementwise_loop<T, T>([](T v) { return v * v * v; }));
+    else if (e == 0.5) it.for_each(elementwise_loop<T, T>([](T v) { return std::sqrt(v); }), kMathGrain);
+    else if (e == -1) it.for_each(elementwise_loop<T, T>([](T v) { return T(1) / v; }));
+    else if (e == -0.5) it.for_each(elementwise_loop<T, T>([](T v) { return T(1) / std::sqrt(v); }), kMathGrain);
+    else it.for_each(elementwise_loop<T, T>([te = T(e)](T v) { return std::pow(v, te); }), kMathGrain);
+  });
+  return it.output();
+}
+
+// ---- derivative helpers: out = f(grad, x) over broadcast shapes, floating ----
+template <bool kNeedFloating, class F>
+Tensor grad_binary(const char* op, const Tensor& grad, const Tensor& x, F f) {
+  check_defined(grad, op, "grad_output");
+  check_defined(x, op, "self");
+  DType r = result_type(grad.dtype(), x.dtype());
+  GRAFT_CHECK(!kNeedFloating || is_floating(r), op, ": expected floating point tensors, got ", describe(grad),
+              " and ", describe(x));
+  TensorIterator it(op);
+  it.add_input(grad, r).add_input(x, r).build(r);
+  auto run = [&]<class T>() { f.template operator()<T>(it); };
+  if constexpr (kNeedFloating) dispatch_floating(r, op, run);
+  else dispatch_dtype(r, op, run);
+  return it.output();
+}
+
+Tensor threshold_backward_cpu(const Tensor& grad, const Tensor& x, Scalar threshold) {
+  return grad_binary<false>("threshold_backward", grad, x, [&]<class T>(TensorIterator& it) {
+    T th = threshold.to<T>();
+    it.for_each(elementwise_loop<T, T, T>([th](T g, T v) { return v <= th ? T(0) : g; }));
+  });
+}
+
+Tensor gelu_backward_cpu(const Tensor& grad, const Tensor& x, const std::string& approximate) {
+  bool tanh_approx = gelu_is_tanh(approximate, "gelu_backward");
+  return grad_binary<true>("gelu_backward", grad, x, [&]<class T>(TensorIterator& it) {
+    it.for_each(elementwise_loop<T, T, T>([tanh_approx](T g, T v) { return g * gelu_derivative(v, tanh_approx); }),
+                kMathGrain);
+  });
+}
+
+Tensor sigmoid_backward_cpu(const Tensor& grad, const Tensor& y) {
+  return grad_binary<true>("sigmoid_backward", grad, y, [&]<class T>(TensorIterator& it) {
+    it.for_each(elementwise_loop<T, T, T>([](T g, T v) { return g * (T(1) - v) * v; }));
+  });
+}
+
+Tensor tanh_backward_cpu(const Tensor& grad, const Tensor& y) {
+  return grad_binary<true>("tanh_backward", grad, y, [&]<class T>(TensorIterator& it) {
+    it.for_each(elementwise_loop<T, T, T>([](T g, T v) { return g * (T(1) - v * v); }));
+  });
+}
+
+}  // namespace
+
+GRAFT_DEFINE_OP("neg(Tensor self) -> Tensor");
+GRAFT_DEFINE_OP("exp(Tensor self) -> Tensor");
+GRAFT_DEFINE_OP("log(Tensor self) -> Tensor");
+GRAFT_DEFINE_OP("sin(Tensor self) -> Tensor");
+GRAFT_DEFINE_OP("cos(Tensor self) -> Tensor");
+GRAFT_DEFINE_OP("tanh(Tensor self) -> Tensor");
+GRAFT_DEFINE_OP("sigmoid(Tensor self) -> Tensor");
+GRAFT_DEFINE_OP("relu(Tensor self) -> Tensor");
+GRAFT_DEFINE_OP("sqrt(Tensor self) -> Tensor");
+GRAFT_DEFINE_OP("rsqrt(Tensor self) -> Tensor");
+GRAFT_DEFINE_OP("abs(Tensor self) -> Tensor");
+GRAFT_DEFINE_OP("sign(Tensor self) -> Tensor");
+GRAFT_DEFINE_OP("log1p(Tensor self) -> Tensor");
+GRAFT_DEFINE_OP("expm1(Tensor self) -> Tensor");
+GRAFT_DEFINE_OP("erf(Tensor self) -> Tensor");
+GRAFT_DEFINE_OP("reciprocal(Tensor self) -> Tensor");
+GRAFT_DEFINE_OP("gelu(Tensor self, str approximate) -> Tensor");
+GRAFT_DEFINE_OP("pow.Tensor_Scalar(Tensor self, Scalar exponent) -> Tensor");
+GRAFT_DEFINE_OP("logical_not(Tensor self) -> Tensor");
+GRAFT_DEFINE_OP("sin_(Tensor(a!) self) -> Tensor(a!)");
+GRAFT_DEFINE_OP("exp_(Tensor(a!) self) -> Tensor(a!)");
+GRAFT_DEFINE_OP("relu_(Tensor(a!) self) -> Tensor(a!)");
+GRAFT_DEFINE_OP("neg_(Tensor(a!) self) -> Tensor(a!)");
+GRAFT_DEFINE_OP("sqrt_(Tensor(a!) self) -> Tensor(a!)");
+GRAFT_DEFINE_OP("threshold_backward(Tensor grad_output, Tensor self, Scalar threshold) -> Tensor");
+GRAFT_DEFINE_OP("gelu_backward(Tensor grad_output, Tensor self, str approximate) -> Tensor");
+GRAFT_DEFINE_OP("sigmoid_backward(Tensor grad_output, Tensor output) -> Tensor");
+GRAFT_DEFINE_OP("tanh_backward(Tensor grad_output, Tensor output) -> Tensor");
+
+GRAFT_KERNEL("neg", CPU, neg_cpu);
+GRAFT_KERNEL("exp", CPU, exp_cpu);
+GRAFT_KERNEL("log", CPU, log_cpu);
+GRAFT_KERNEL("sin", CPU, sin_cpu);
+GRAFT_KERNEL("cos", CPU, cos_cpu);
+GRAFT_KERNEL("tanh", CPU, tanh_cpu);
+GRAFT_KERNEL("sigmoid", CPU, sigmoid_cpu);
+GRAFT_KERNEL("relu", CPU, relu_cpu);
+GRAFT_KERNEL("sqrt", CPU, sqrt_cpu);
+GRAFT_KERNEL("rsqrt", CPU, rsqrt_cpu);
+GRAFT_KERNEL("abs", CPU, abs_cpu);
+GRAFT_KERNEL("sign", CPU, sign_cpu);
+GRAFT_KERNEL("log1p", CPU, log1p_cpu);
+GRAFT_KERNEL("expm1", CPU, expm1_cpu);
+GRAFT_KERNEL("erf", CPU, erf_cpu);
+GRAFT_KERNEL("reciprocal", CPU, reciprocal_cpu);
+GRAFT_KERNEL("gelu", CPU, gelu_cpu);
+GRAFT_KERNEL("pow.Tensor_Scalar", CPU, pow_scalar_cpu);
+GRAFT_KERNEL("logical_not", CPU, logical_not_cpu);
+GRAFT_KERNEL("sin_", CPU, sin__cpu);
+GRAFT_KERNEL("exp_", CPU, exp__cpu);
+GRAFT_KERNEL("relu_", CPU, relu__cpu);
+GRAFT_KERNEL("neg_", CPU, neg__cpu);
+GRAFT_KERNEL("sqrt_", CPU, sqrt__cpu);
+GRAFT_KERNEL("threshold_backward", CPU, threshold_backward_cpu);
+GRAFT_KERNEL("gelu_backward", CPU, gelu_backward_cpu);
+GRAFT_KERNEL("sigmoid_backward", CPU, sigmoid_backward_cpu);
+GRAFT_KERNEL("tanh_backward", CPU, tanh_backward_cpu);
+
+}  // namespace kernels
+
+namespace ops {
+
+#define GRAFT_UNARY_OP(name)          \
+  Tensor name(const Tensor& x) {      \
+    GRAFT_OP_HANDLE(op, #name);       \
+    return call_op(op, x)[0];         \
+  }
+GRAFT_UNARY_OP(neg)
+GRAFT_UNARY_OP(exp)
+GRAFT_UNARY_OP(log)
+GRAFT_UNARY_OP(sin)
+GRAFT_UNARY_OP(cos)
+GRAFT_UNARY_OP(tanh)
+GRAFT_UNARY_OP(sigmoid)
+GRAFT_UNARY_OP(relu)
+GRAFT_UNARY_OP(sqrt)
+GRAFT_UNARY_OP(rsqrt)
+GRAFT_UNARY_OP(abs)
+GRAFT_UNARY_OP(sign)
+GRAFT_UNARY_OP(log1p)
+GRAFT_UNARY_OP(expm1)
+GRAFT_UNARY_OP(erf)
+GRAFT_UNARY_OP(reciprocal)
+GRAFT_UNARY_OP(logical_not)
+#undef GRAFT_UNARY_OP
+
+#define GRAFT_UNARY_INPLACE_OP(name) \
+  Tensor& name(Tensor& x) {          \
+    GRAFT_OP_HANDLE(op, #name);      \
+    call_op(op, x);                  \
+    return x;                        \
+  }
+GRAFT_UNARY_INPLACE_OP(sin_)
+GRAFT_UNARY_INPLACE_OP(exp_)
+GRAFT_UNARY_INPLACE_OP(relu_)
+GRAFT_UNARY_INPLACE_OP(neg_)
+GRAFT_UNARY_INPLACE_OP(sqrt_)
+#undef GRAFT_UNARY_INPLACE_OP
+
+Tensor gelu(const Tensor& x, const std::string& approximate) {
+  GRAFT_OP_HANDLE(op, "gelu");
+  return call_op(op, x, approximate)[0];
+}
+Tensor pow(const Tensor& x, Scalar exponent) {
+  GRAFT_OP_HANDLE(op, "pow.Tensor_Scalar");
+  return call_op(op, x, exponent)[0];
+}
+Tensor threshold_backward(const Tensor& grad, const Tensor& x, Scalar threshold) {
+  GRAFT_OP_HANDLE(op, "threshold_backward");
+  return call_op(op, grad, x, threshold)[0];
+}
+Tensor gelu_backward(const Tensor& grad, const Tensor& x, const std::string& approximate) {
+  GRAFT_OP_HANDLE(op, "gelu_backward");
+  return call_op(op, grad, x, approximate)[0];
+}
+Tensor sigmoid_backward(const Tensor& grad, const Tensor& y) {
+  GRAFT_OP_HANDLE(op, "sigmoid_backward");
+  return call_op(op, grad, y)[0];
+}
+Tensor tanh_backward(const Tensor& grad, const Tensor& y) {
+  GRAFT_OP_HANDLE(op, "tanh_backward");
+  return call_op(op, grad, y)[0];
+}
+
+}  // namespace ops
+}  // namespace graft

@@ -34,25 +34,31 @@ inline IValue box(const std::string& v) { return v; }
 inline IValue box(const char* v) { return std::string(v); }
 template <class T> IValue box(const std::optional<T>& v) { return v ? box(*v) : IValue{}; }
 
-// Unboxing: IValue -> the kernel's parameter type.
+// Unboxing: IValue -> the kernel's parameter type. Tensors, lists and strings are returned by
+// reference into the Stack (no copy); a None tensor argument unboxes to a shared undefined Tensor.
 template <class T> struct Unbox {
-  static T get(IValue& v) {
+  static decltype(auto) get(IValue& v) {
     using U = std::decay_t<T>;
     if constexpr (detail::is_optional<U>::value) {
-      if (std::holds_alternative<std::monostate>(v)) return std::nullopt;
-      return Unbox<typename U::value_type>::get(v);
+      if (std::holds_alternative<std::monostate>(v)) return U(std::nullopt);
+      return U(Unbox<typename U::value_type>::get(v));
     } else if constexpr (std::is_same_v<U, Tensor>) {
-      if (std::holds_alternative<std::monostate>(v)) return Tensor();
-      return std::get<Tensor>(v);
+      static const Tensor kUndefined;
+      if (std::holds_alternative<std::monostate>(v)) return static_cast<const Tensor&>(kUndefined);
+      return static_cast<const Tensor&>(std::get<Tensor>(v));
     } else if constexpr (std::is_same_v<U, double>) {
       if (auto* s = std::get_if<Scalar>(&v)) return s->to_double();
-      return std::get<double>(v);
+      if (auto* i = std::get_if<int64_t>(&v)) return static_cast<double>(*i);
+      return double(std::get<double>(v));
     } else if constexpr (std::is_same_v<U, Scalar>) {
       if (auto* d = std::get_if<double>(&v)) return Scalar(*d);
       if (auto* i = std::get_if<int64_t>(&v)) return Scalar(*i);
-      return std::get<Scalar>(v);
+      return Scalar(std::get<Scalar>(v));
+    } else if constexpr (std::is_same_v<U, int64_t> || std::is_same_v<U, bool> || std::is_same_v<U, DType> ||
+                         std::is_same_v<U, Device>) {
+      return U(std::get<U>(v));
     } else {
-      return std::get<U>(v);
+      return static_cast<const U&>(std::get<U>(v));
     }
   }
 };

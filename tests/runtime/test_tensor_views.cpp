@@ -137,3 +137,10 @@ TEST_CASE("item and to_vector read values and check the element count") {
   CHECK_THROWS_WITH(x.item<float>(), Catch::Contains("a Tensor with 2 elements cannot be converted to Scalar"));
   CHECK_THROWS_WITH(x.data_ptr<double>(), Catch::Contains("expected dtype float64 but the tensor is float32"));
 }
+
+TEST_CASE("writing into an expanded view is an error, not a silent race") {
+  Tensor x = ops::zeros({1, 3}).expand({4, 3});
+  CHECK_THROWS_WITH(x.fill_(1), Catch::Contains("more than one element of the written-to tensor refers to a single memory location"));
+  CHECK_THROWS_WITH(x.copy_(ops::ones({4, 3})), Catch::Contains("single memory location"));
+  CHECK(x.version() == 0);
+}

@@ -240,8 +240,8 @@ Tensor mul(const Tensor& a, const Tensor& b) {
   Tensor y = ops::mul(a, b);
   if (auto n = record_op("MulBackward", d_mul, {&a, &b})) {
     set_output(n, y);
-    n->save(n->needs(1) ? a : Tensor());
-    n->save(n->needs(0) ? b : Tensor());
+    n->save(n->has_edge(1) ? a : Tensor());
+    n->save(n->has_edge(0) ? b : Tensor());
   }
   return y;
 }
@@ -257,7 +257,7 @@ Tensor div(const Tensor& a, const Tensor& b) {
   Tensor y = ops::div(a, b);
   if (auto n = record_op("DivBackward", d_div, {&a, &b})) {
     set_output(n, y);
-    n->save(n->needs(1) ? a : Tensor());
+    n->save(n->has_edge(1) ? a : Tensor());
     n->save(b);
   }
   return y;
@@ -276,7 +276,7 @@ Tensor pow(const Tensor& a, const Tensor& b) {
     set_output(n, y);
     n->save(a);
     n->save(b);
-    n->save(n->needs(1) ? y : Tensor(), true);
+    n->save(n->has_edge(1) ? y : Tensor(), true);
   }
   return y;
 }
@@ -338,8 +338,10 @@ Tensor& sub_(Tensor& a, Scalar b) {
 }
 Tensor& mul_(Tensor& a, const Tensor& b) {
   return inplace("mul_", "MulBackward", d_mul, a, {&a, &b}, [&] { ops::mul_(a, b); }, [&](OpNode& n) {
-    n.save(n.needs(1) ? ops::clone(a) : Tensor());  // the old value of a, before the kernel overwrites it
-    n.save(n.needs(0) ? b : Tensor());
+    // The old value of a, before the kernel overwrites it: a recorded clone, so that create_graph
+    // differentiates through it.
+    n.save(n.has_edge(1) ? graft::clone(a) : Tensor());
+    n.save(n.has_edge(0) ? b : Tensor());
   });
 }
 Tensor& mul_(Tensor& a, Scalar b) {
@@ -348,7 +350,7 @@ Tensor& mul_(Tensor& a, Scalar b) {
 }
 Tensor& div_(Tensor& a, const Tensor& b) {
   return inplace("div_", "DivBackward", d_div, a, {&a, &b}, [&] { ops::div_(a, b); }, [&](OpNode& n) {
-    n.save(n.needs(1) ? ops::clone(a) : Tensor());
+    n.save(n.has_edge(1) ? graft::clone(a) : Tensor());
     n.save(b);
   });
 }
@@ -358,15 +360,16 @@ Tensor& div_(Tensor& a, Scalar b) {
 }
 Tensor& sin_(Tensor& x) {
   return inplace("sin_", "SinBackward", d_sin, x, {&x}, [&] { ops::sin_(x); },
-                 [&](OpNode& n) { n.save(ops::clone(x)); });
+                 [&](OpNode& n) { n.save(graft::clone(x)); });
 }
 Tensor& exp_(Tensor& x) {
-  // exp's rule needs the result: saved after the kernel as a copy (it is not a graph output here).
+  // exp's rule needs the result: saved after the kernel as a copy, marked as this node's output so
+  // that create_graph differentiates through it.
   check_inplace(x, "exp_");
   auto n = record_op("ExpBackward", d_exp, {&x});
   ops::exp_(x);
   if (n) {
-    n->save(ops::clone(x));
+    n->save(ops::clone(x), true);
     n->add_input_metadata(x);
     rebase_history(x, n);
   }

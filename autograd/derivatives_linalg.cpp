@@ -56,8 +56,8 @@ Tensor mm_impl(const Tensor& a, const Tensor& b) {
   Tensor y = ops::mm(a, b);
   if (auto n = record_op("MmBackward", d_mm, {&a, &b})) {
     set_output(n, y);
-    n->save(n->needs(1) ? a : Tensor());
-    n->save(n->needs(0) ? b : Tensor());
+    n->save(n->has_edge(1) ? a : Tensor());
+    n->save(n->has_edge(0) ? b : Tensor());
   }
   return y;
 }
@@ -70,8 +70,8 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
   Tensor y = ops::bmm(a, b);
   if (auto n = record_op("BmmBackward", d_bmm, {&a, &b})) {
     set_output(n, y);
-    n->save(n->needs(1) ? a : Tensor());
-    n->save(n->needs(0) ? b : Tensor());
+    n->save(n->has_edge(1) ? a : Tensor());
+    n->save(n->has_edge(0) ? b : Tensor());
   }
   return y;
 }
@@ -132,8 +132,8 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
   Tensor y = ops::linear(x, w, b);
   if (auto n = record_op("AddmmBackward", d_linear, {&x, &w, &b})) {
     set_output(n, y);
-    n->save(n->needs(1) ? x : Tensor());
-    n->save(n->needs(0) ? w : Tensor());
+    n->save(n->has_edge(1) ? x : Tensor());
+    n->save(n->has_edge(0) ? w : Tensor());
   }
   return y;
 }

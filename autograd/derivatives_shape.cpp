@@ -88,7 +88,16 @@ variable_list d_gather(OpNode& n, const variable_list& g) {  // x, index
   return {graft::scatter_add(zeros_of(n.inputs[0]), n.ints[0], S(n, 0), g[0]), Tensor()};
 }
 variable_list d_scatter_add(OpNode& n, const variable_list& g) {  // x, index, src
-  return {g[0], Tensor(), n.needs(2) ? graft::gather(g[0], n.ints[0], S(n, 0)) : Tensor()};
+  if (!n.needs(2)) return {g[0], Tensor(), Tensor()};
+  Tensor gs = graft::gather(g[0], n.ints[0], S(n, 0));  // shaped like index
+  // src may be larger than index (only its leading index-shaped block is read): zeros elsewhere.
+  const Shape& src = n.inputs[2].shape;
+  if (gs.sizes() != src) {
+    Shape pads;
+    for (int64_t d = gs.dim() - 1; d >= 0; --d) pads.insert(pads.end(), {0, src[d] - gs.size(d)});
+    gs = graft::pad(gs, pads, 0.0);
+  }
+  return {g[0], Tensor(), gs};
 }
 variable_list d_embedding(OpNode& n, const variable_list& g) {  // weight, indices
   Tensor idx = S(n, 0);

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <map>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "autograd/accumulate_grad.h"
 #include "autograd/autograd_meta.h"
@@ -25,6 +26,7 @@ struct GraphTask {
   std::unordered_map<Node*, int> dependencies;
   std::unordered_map<Node*, variable_list> buffers;
   std::unordered_map<Node*, ExecInfo> exec_info;  // empty: run every reachable node
+  std::unordered_set<Node*> also_needed;           // see mark_node_needed
   std::vector<Node*> roots;
   variable_list captured;
   std::map<const void*, std::shared_ptr<void>> slots;
@@ -216,7 +218,9 @@ variable_list run_backward(const std::vector<Edge>& roots, variable_list root_gr
             const auto& m = node->input_metadata(i);
             inputs[i] = ops::zeros(m.shape, m.dtype, m.device);
           }
-      outs = node->apply(std::move(variable_list(inputs)));
+      // Post hooks need the incoming grads afterwards; otherwise hand them over so a sink can steal
+      // the buffer instead of copying it.
+      outs = node->has_post_hooks() ? node->apply(variable_list(inputs)) : node->apply(std::move(inputs));
     } else {
       outs.resize(node->num_outputs());
     }
@@ -324,11 +328,18 @@ bool will_engine_execute_node(const std::shared_ptr<Node>& node) {
   GRAFT_CHECK(task != nullptr, "will_engine_execute_node: should only be called during the backward pass");
   if (!node) return false;
   Node* n = node.get();
+  if (task->also_needed.count(n)) return true;
   if (task->exec_info.empty()) {
     return task->dependencies.count(n) > 0 || std::find(task->roots.begin(), task->roots.end(), n) != task->roots.end();
   }
   auto it = task->exec_info.find(n);
   return it != task->exec_info.end() && (it->second.needed || !it->second.captures.empty());
+}
+
+void mark_node_needed(const std::shared_ptr<Node>& node) {
+  GraphTask* task = t_current_task;
+  GRAFT_CHECK(task != nullptr, "mark_node_needed: should only be called during the backward pass");
+  if (node) task->also_needed.insert(node.get());
 }
 
 }  // namespace graft::autograd

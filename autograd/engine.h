@@ -39,6 +39,11 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
 
 int64_t current_graph_task_id();
 bool will_engine_execute_node(const std::shared_ptr<Node>& node);
+// Makes will_engine_execute_node(node) true for the rest of the running task, without scheduling
+// the node. CopySlices uses it: the in-place op's node it runs has the view's old history as its
+// first edge, which the task never visits, but the op's rule must still compute that gradient
+// whenever the base's gradient is wanted.
+void mark_node_needed(const std::shared_ptr<Node>& node);
 // The graph task running on this thread (null outside a backward); for graph features.
 GraphTask* current_graph_task();
 // A per-task slot for graph features (multi-grad hooks, checkpoint) keyed by an owner pointer.

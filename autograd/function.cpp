@@ -100,6 +100,10 @@ variable_list wrap_custom_outputs(const std::shared_ptr<CustomNode>& node, const
     node->ctx.saved_.emplace_back(t, is_output, node.get());
   }
   node->ctx.to_save_.clear();
+  // The dirty/non-differentiable lists now hold outputs whose grad_fn is this node: drop them, or
+  // node -> ctx -> tensor -> grad_fn -> node would never be freed.
+  node->ctx.dirty_.clear();
+  node->ctx.non_differentiable_.clear();
   return outputs;
 }
 

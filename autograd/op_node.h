@@ -28,8 +28,10 @@ class OpNode final : public Node {
   variable_list apply(variable_list&& grads) override { return fn_(*this, grads); }
   void release_variables() override;
 
-  // Whether the gradient of forward input i is wanted by this backward.
+  // In a rule: whether the gradient of forward input i is wanted by the running backward.
   bool needs(size_t i) const;
+  // At record time: whether forward input i takes part in autograd at all.
+  bool has_edge(size_t i) const { return i < next_edges_.size() && next_edges_[i].is_valid(); }
   // Saved tensors, in the order they were saved.
   Tensor saved_tensor(size_t i);
   void save(const Tensor& t, bool is_output = false) { saved_.emplace_back(t, is_output, this); }

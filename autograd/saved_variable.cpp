@@ -8,6 +8,8 @@ namespace graft::autograd {
 
 namespace {
 
+thread_local std::vector<SavedHooksPair> t_saved_hooks;
+
 std::string tensor_type_str(DType dtype, const Shape& shape, Device device) {
   return detail::str_cat("[", device.is_cuda() ? "CUDA" : "", dtype_type_name(dtype), " ", shape_str(shape), "]");
 }
@@ -23,6 +25,14 @@ Packed run_pack(const PackHook& pack, const Tensor& t) {
 }
 
 }  // namespace
+
+const SavedHooksPair* current_saved_hooks() { return t_saved_hooks.empty() ? nullptr : &t_saved_hooks.back(); }
+void push_saved_hooks(SavedHooksPair pair) { t_saved_hooks.push_back(std::move(pair)); }
+const std::vector<SavedHooksPair>& saved_hooks_stack() { return t_saved_hooks; }
+void set_saved_hooks_stack(std::vector<SavedHooksPair> stack) { t_saved_hooks = std::move(stack); }
+void pop_saved_hooks() {
+  if (!t_saved_hooks.empty()) t_saved_hooks.pop_back();
+}
 
 SavedVariable::SavedVariable(const Tensor& t, bool is_output, const Node* node) {
   if (!t.defined()) return;
@@ -41,15 +51,17 @@ SavedVariable::SavedVariable(const Tensor& t, bool is_output, const Node* node) 
   } else if (m && m->grad_fn_) {
     grad_fn_ = m->grad_fn_;
   }
+  // An output must not own its node (tensor -> grad_fn -> this node): keep, and hand to a pack hook,
+  // a meta-less alias of the same storage and geometry instead.
+  Tensor keep = is_output ? Tensor(std::make_shared<TensorImpl>(t.impl()->storage(), t.dtype(), t.sizes(),
+                                                                t.strides(), t.storage_offset()))
+                          : t;
   if (const SavedHooksPair* hooks = current_saved_hooks()) {
     unpack_hook_ = hooks->unpack;
-    packed_ = run_pack(*hooks->pack, t);
+    packed_ = run_pack(*hooks->pack, keep);
     return;
   }
-  // An output must not own its node: keep a meta-less alias of the same storage and geometry.
-  data_ = is_output ? Tensor(std::make_shared<TensorImpl>(t.impl()->storage(), t.dtype(), t.sizes(), t.strides(),
-                                                          t.storage_offset()))
-                    : t;
+  data_ = std::move(keep);
 }
 
 Tensor SavedVariable::unpack(const std::shared_ptr<Node>& node) const {

@@ -19,6 +19,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "autograd/node.h"
 #include "runtime/tensor.h"
@@ -35,6 +36,11 @@ struct SavedHooksPair {
   std::shared_ptr<const UnpackHook> unpack;
 };
 const SavedHooksPair* current_saved_hooks();
+// The thread-local stack behind current_saved_hooks(); SavedTensorsHooks pushes and pops it.
+void push_saved_hooks(SavedHooksPair pair);
+void pop_saved_hooks();
+const std::vector<SavedHooksPair>& saved_hooks_stack();
+void set_saved_hooks_stack(std::vector<SavedHooksPair> stack);
 
 class SavedVariable {
  public:

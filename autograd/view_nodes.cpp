@@ -3,6 +3,8 @@
 #include <algorithm>
 
 #include "autograd/autograd_meta.h"
+#include "autograd/engine.h"
+#include "autograd/functional.h"
 #include "autograd/grad_mode.h"
 #include "ops/kernel_utils.h"
 #include "ops/ops.h"
@@ -67,15 +69,29 @@ CopySlices::CopySlices(const Tensor& base, Geometry view, std::shared_ptr<Node> 
 variable_list CopySlices::apply(variable_list&& grads) {
   const Tensor& g = grads[0];
   GRAFT_CHECK(g.defined(), "CopySlices: undefined gradient");
+  // fn_'s first edge is the view's history before the write, which this task never visits: the
+  // op's rule must still compute the view's gradient whenever the base's gradient is wanted.
+  if (!fn_->next_edges().empty() && fn_->next_edges()[0].is_valid() && next_edges_[0].is_valid() &&
+      will_engine_execute_node(next_edges_[0].function))
+    mark_node_needed(fn_->next_edges()[0].function);
+  // Under create_graph every step is recorded, so the result is differentiable for higher orders.
+  bool record = is_grad_enabled();
   // The base's gradient, laid out like the base so the view's geometry addresses it.
   Tensor result = ops::empty_strided(base_.sizes, base_.strides, g.dtype(), g.device());
   int64_t shift = base_.offset;
-  ops::copy_(result, g);
-  Tensor slice = ops::as_strided(result, view_.sizes, view_.strides, view_.offset - shift);
-  variable_list res = fn_->apply({ops::clone(slice)});
+  if (record) graft::copy_(result, g);
+  else ops::copy_(result, g);
+  Tensor slice = record ? graft::as_strided(result, view_.sizes, view_.strides, view_.offset - shift)
+                        : ops::as_strided(result, view_.sizes, view_.strides, view_.offset - shift);
+  variable_list res = fn_->apply({record ? graft::clone(slice) : ops::clone(slice)});
   variable_list out(next_edges_.size());
-  if (!res.empty() && res[0].defined()) ops::copy_(slice, res[0]);
-  else ops::zero_(slice);
+  if (!res.empty() && res[0].defined()) {
+    if (record) graft::copy_(slice, res[0]);
+    else ops::copy_(slice, res[0]);
+  } else {
+    if (record) graft::zero_(slice);
+    else ops::zero_(slice);
+  }
   out[0] = result;
   for (size_t i = 1; i < res.size() && i < out.size(); ++i) out[i] = res[i];
   return out;

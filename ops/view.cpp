@@ -65,7 +65,7 @@ Shape infer_size(const Shape& shape, int64_t numel, const char* op, const Shape&
 // Walks both shapes in chunks of dims whose elements are contiguous with each other.
 std::optional<Shape> view_strides(const Shape& sizes, const Shape& strides, const Shape& target) {
   Shape out(target.size());
-  if (shape_numel(sizes) == 0 || target.empty()) {
+  if (shape_numel(sizes) == 0 || target.empty() || sizes.empty()) {
     Shape c = contiguous_strides(target);
     return c;
   }

@@ -5,7 +5,10 @@
 #include "autograd/functional.h"
 #include "autograd/grad_mode.h"
 #include "autograd/gradcheck.h"
+#include "autograd/multi_grad_hook.h"
 #include "autograd/node.h"
+#include "autograd/saved_tensor_hooks.h"
+#include "autograd/allow_mutation.h"
 
 namespace graft::autograd {
 using graft::autograd::grad_accumulator;

@@ -10,6 +10,7 @@
 #include "autograd/autograd_meta.h"
 #include "autograd/functional.h"
 #include "autograd/grad_mode.h"
+#include "autograd/saved_tensor_hooks.h"
 #include "ops/ops.h"
 
 namespace graft::autograd {
@@ -29,7 +30,8 @@ struct GraphTask {
   std::unordered_set<Node*> also_needed;           // see mark_node_needed
   std::vector<Node*> roots;
   variable_list captured;
-  std::map<const void*, std::shared_ptr<void>> slots;
+  std::map<const void*, std::shared_ptr<void>> slots;  // per-task state of graph features, freed with the task
+  AutogradTls tls = capture_autograd_tls();
 };
 
 namespace {
@@ -167,6 +169,9 @@ variable_list run_backward(const std::vector<Edge>& roots, variable_list root_gr
   if (!outputs.empty()) compute_exec_info(task, roots, outputs, accumulate_grad);
 
   TaskScope scope(&task);
+  // The task runs under the autograd state of the thread that started it (hooks, disabled hooks),
+  // with grad mode set by create_graph.
+  AutogradTlsGuard tls(task.tls);
   GradModeGuard mode(create_graph);
 
   std::vector<ReadyEntry> ready;
@@ -194,18 +199,24 @@ variable_list run_backward(const std::vector<Edge>& roots, variable_list root_gr
     task.buffers.erase(node.get());
     inputs.resize(node->num_inputs());
 
-    node->run_pre_hooks(inputs);
+    // Tensor hooks fire only for nodes this task executes or captures from, as in PyTorch: a
+    // node outside the requested inputs' paths is skipped without running its hooks.
+    const ExecInfo* info = nullptr;
     if (!task.exec_info.empty()) {
       auto it = task.exec_info.find(node.get());
-      if (it != task.exec_info.end()) {
-        for (auto [input_nr, idx] : it->second.captures) {
-          Tensor g = inputs[input_nr];
-          if (auto* acc = dynamic_cast<AccumulateGrad*>(node.get())) g = run_leaf_hooks(acc->variable(), g);
-          task.captured[idx] = g;
-        }
-      }
-      if (!should_run(task, node.get())) continue;
+      if (it != task.exec_info.end()) info = &it->second;
     }
+    bool run = task.exec_info.empty() || should_run(task, node.get());
+    if (!run && !(info && !info->captures.empty())) continue;
+    node->run_pre_hooks(inputs);
+    if (info) {
+      for (auto [input_nr, idx] : info->captures) {
+        Tensor g = inputs[input_nr];
+        if (auto* acc = dynamic_cast<AccumulateGrad*>(node.get())) g = run_leaf_hooks(acc->variable(), g);
+        task.captured[idx] = g;
+      }
+    }
+    if (!run) continue;
 
     bool any_defined = false;
     for (const auto& g : inputs) any_defined = any_defined || g.defined();

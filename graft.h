@@ -15,3 +15,4 @@
 #include "ops/ops.h"
 #include "ops/print.h"
 #include "autograd/autograd.h"
+#include "nn/checkpoint_helpers.h"

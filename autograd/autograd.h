@@ -9,6 +9,7 @@
 #include "autograd/node.h"
 #include "autograd/saved_tensor_hooks.h"
 #include "autograd/allow_mutation.h"
+#include "autograd/checkpoint.h"
 
 namespace graft::autograd {
 using graft::autograd::grad_accumulator;

@@ -1,0 +1,269 @@
+#include "autograd/checkpoint.h"
+
+#include <map>
+#include <mutex>
+
+#include "autograd/autograd_meta.h"
+#include "autograd/engine.h"
+#include "autograd/grad_mode.h"
+#include "autograd/saved_tensor_hooks.h"
+#include "runtime/backend_hooks.h"
+#include "runtime/dispatcher.h"
+#include "runtime/generator.h"
+
+namespace graft::autograd {
+
+namespace {
+
+struct SavedMeta {
+  Shape shape;
+  DType dtype;
+  Device device;
+};
+
+struct CachedOutput {
+  OpResult outputs;
+  std::vector<int64_t> versions;
+};
+
+struct Frame;
+
+// What a checkpointed op's SavedVariable holds instead of the tensor.
+struct Placeholder {
+  std::shared_ptr<Frame> frame;
+  size_t index;
+};
+
+// One checkpoint call: the function, its saved inputs and what its forward saved (metadata only).
+struct Frame {
+  std::function<std::vector<Tensor>(const std::vector<Tensor>&)> fn;
+  CheckpointOptions opts;
+  std::vector<SavedVariable> inputs;  // saved into the enclosing context
+  std::vector<bool> input_requires_grad;
+  std::vector<SavedMeta> metas;
+  std::vector<std::weak_ptr<Placeholder>> holders;  // alive while the graph may still unpack them
+  RngState rng_cpu;
+  std::vector<std::pair<int, RngState>> rng_cuda;
+  std::map<std::string, std::vector<CachedOutput>> cache;  // selective checkpointing, in call order
+  std::mutex mu;
+};
+
+// Per graph task: the recomputed tensors, dropped as they are consumed.
+struct TaskResults {
+  bool ran = false;
+  std::vector<Tensor> tensors;
+  std::vector<bool> consumed;
+};
+
+struct StopRecompute {};
+
+std::string meta_str(const SavedMeta& m) { return detail::str_cat(shape_str(m.shape), " ", m.dtype, " ", m.device); }
+
+bool saves_policy(const CheckpointOptions& o, const Op& op) {
+  if (!o.policy || op.schema.is_inplace() || op.schema.is_view()) return false;
+  CheckpointPolicy p = o.policy(op.schema.name);
+  return p == CheckpointPolicy::MustSave || p == CheckpointPolicy::PreferSave;
+}
+
+// Selective checkpointing as a dispatch mode: in the forward it keeps the outputs of *Save ops; in
+// the recomputation it hands them back in the same order instead of running the kernel.
+class PolicyMode final : public DispatchMode {
+ public:
+  PolicyMode(Frame& f, bool recompute) : f_(f), recompute_(recompute) {}
+  OpResult on_op(const Op& op, Stack& args, const DispatchNext& next) override {
+    if (!saves_policy(f_.opts, op)) return next(args);
+    const std::string& name = op.schema.name;
+    if (!recompute_) {
+      OpResult out = next(args);
+      CachedOutput c{out, {}};
+      for (auto& t : out) c.versions.push_back(t.defined() ? t.version() : 0);
+      std::lock_guard<std::mutex> lock(f_.mu);
+      f_.cache[name].push_back(std::move(c));
+      return out;
+    }
+    size_t k = cursor_[name]++;
+    std::lock_guard<std::mutex> lock(f_.mu);
+    auto it = f_.cache.find(name);
+    GRAFT_CHECK(it != f_.cache.end() && k < it->second.size(), "checkpoint: the recomputation called ", name,
+                " more often than the original forward (call ", k + 1, "); the checkpointed function must run the "
+                "same ops in the same order");
+    const CachedOutput& c = it->second[k];
+    for (size_t i = 0; i < c.outputs.size(); ++i)
+      GRAFT_CHECK(!c.outputs[i].defined() || c.outputs[i].version() == c.versions[i], "checkpoint: the output of ",
+                  name, " kept by the selective checkpoint policy was modified in place after the forward (version ",
+                  c.versions[i], " -> ", c.outputs[i].version(), ")");
+    return c.outputs;
+  }
+
+ private:
+  Frame& f_;
+  bool recompute_;
+  std::map<std::string, size_t> cursor_;
+};
+
+// Restores the RNG states of the original call for the guard's lifetime.
+class RngReplay {
+ public:
+  explicit RngReplay(const Frame& f) {
+    saved_cpu_ = default_generator().get_state();
+    default_generator().set_state(f.rng_cpu);
+    for (auto& [idx, st] : f.rng_cuda) {
+      Generator& g = default_generator(Device(DeviceType::CUDA, idx));
+      saved_cuda_.emplace_back(idx, g.get_state());
+      g.set_state(st);
+    }
+  }
+  ~RngReplay() {
+    default_generator().set_state(saved_cpu_);
+    for (auto& [idx, st] : saved_cuda_) default_generator(Device(DeviceType::CUDA, idx)).set_state(st);
+  }
+
+ private:
+  RngState saved_cpu_;
+  std::vector<std::pair<int, RngState>> saved_cuda_;
+};
+
+void recompute(Frame& f, TaskResults& r) {
+  size_t n = f.metas.size();
+  // The last index the graph may still unpack: later ones were consumed and released already.
+  size_t target = 0;
+  bool any = false;
+  for (size_t i = 0; i < n; ++i)
+    if (!f.opts.early_stop || !f.holders[i].expired()) {
+      target = i;
+      any = true;
+    }
+  r.tensors.assign(n, Tensor());
+  r.consumed.assign(n, false);
+  if (!any) return;
+
+  // Inputs first: for a nested checkpoint this recomputes the parent (only as far as needed).
+  std::vector<Tensor> ins;
+  for (size_t i = 0; i < f.inputs.size(); ++i) {
+    Tensor t = f.inputs[i].unpack();
+    if (!t.defined()) {
+      ins.push_back(t);
+      continue;
+    }
+    Tensor d = t.detach();
+    if (f.input_requires_grad[i]) d.requires_grad_(true);
+    ins.push_back(d);
+  }
+
+  RngReplay rng(f);
+  AutogradTls fresh;  // no enclosing hooks, grad mode on
+  fresh.grad_enabled = true;
+  AutogradTlsGuard tls(fresh);
+  size_t next = 0;
+  bool stopped = false;
+  {
+    SavedTensorsHooks collect(
+        [&](const Tensor& t) -> Packed {
+          size_t k = next++;
+          if (k >= n) {
+            GRAFT_CHECK(!f.opts.determinism_check, "checkpoint: the recomputation saved a different number of tensors "
+                        "than the original forward (more than ", n, "). Hint: the checkpointed function must be "
+                        "deterministic (same ops, same shapes, same control flow); set determinism_check=false to "
+                        "skip this check.");
+            return Packed{};
+          }
+          SavedMeta now{t.sizes(), t.dtype(), t.device()};
+          const SavedMeta& was = f.metas[k];
+          GRAFT_CHECK(!f.opts.determinism_check || (now.shape == was.shape && now.dtype == was.dtype &&
+                                                    now.device == was.device),
+                      "checkpoint: recomputed tensor ", k, " has different metadata than during the original "
+                      "forward: ", meta_str(was), " before, ", meta_str(now), " after. Hint: the checkpointed function "
+                      "must be deterministic (same ops on the same shapes); set determinism_check=false to skip this "
+                      "check.");
+          r.tensors[k] = t;
+          if (f.opts.early_stop && k >= target) throw StopRecompute{};
+          return Packed{};
+        },
+        [](const Packed&) -> Tensor {
+          GRAFT_ERROR("checkpoint: internal error: a tensor saved during recomputation was unpacked");
+        });
+    std::unique_ptr<PolicyMode> pmode;
+    std::unique_ptr<DispatchModeGuard> pguard;
+    if (f.opts.policy) {
+      pmode = std::make_unique<PolicyMode>(f, /*recompute=*/true);
+      pguard = std::make_unique<DispatchModeGuard>(pmode.get());
+    }
+    try {
+      f.fn(ins);
+    } catch (const StopRecompute&) {
+      stopped = true;
+    }
+  }
+  GRAFT_CHECK(stopped || !f.opts.determinism_check || next == n, "checkpoint: the recomputation saved a different "
+              "number of tensors than the original forward: ", n, " originally, ", next, " when recomputed. Hint: "
+              "the checkpointed function must be deterministic (same ops, same control flow); set "
+              "determinism_check=false to skip this check.");
+}
+
+Tensor unpack_placeholder(const Packed& p) {
+  const auto& ph = std::any_cast<const std::shared_ptr<Placeholder>&>(p);
+  Frame& f = *ph->frame;
+  GraphTask* task = current_graph_task();
+  GRAFT_CHECK(task != nullptr, "checkpoint: saved tensors of a checkpointed function can only be unpacked during a "
+                               "backward (they are recomputed on demand)");
+  std::shared_ptr<void>& slot = graph_task_slot(task, &f);
+  if (!slot) slot = std::make_shared<TaskResults>();
+  auto* r = static_cast<TaskResults*>(slot.get());
+  if (!r->ran) {
+    r->ran = true;
+    recompute(f, *r);
+  }
+  size_t k = ph->index;
+  GRAFT_CHECK(!r->consumed[k], "checkpoint: saved tensor ", k, " of a checkpointed function was unpacked twice in "
+              "one backward. Recomputed tensors are handed out once per graph task and then dropped to free memory, "
+              "so a second read cannot be served without recomputing the whole function again; read each saved "
+              "tensor once per backward (e.g. keep the value from ctx->saved_tensors() instead of calling it twice).");
+  GRAFT_CHECK(r->tensors[k].defined(), "checkpoint: saved tensor ", k, " was not recomputed (it was already "
+              "released when the recomputation ran)");
+  r->consumed[k] = true;
+  return std::move(r->tensors[k]);
+}
+
+}  // namespace
+
+std::vector<Tensor> checkpoint(const std::function<std::vector<Tensor>(const std::vector<Tensor>&)>& fn,
+                               const std::vector<Tensor>& inputs, CheckpointOptions options) {
+  GRAFT_CHECK(fn != nullptr, "checkpoint: the function is empty");
+  auto f = std::make_shared<Frame>();
+  f->fn = fn;
+  f->opts = std::move(options);
+  // The inputs are saved into the enclosing context, before this checkpoint's hooks exist, so an
+  // outer hook pair or checkpoint packs exactly them.
+  for (const Tensor& t : inputs) {
+    f->inputs.emplace_back(t, false);
+    f->input_requires_grad.push_back(t.defined() && t.requires_grad());
+  }
+  f->rng_cpu = default_generator().get_state();
+  for (int i = 0; i < cuda_device_count(); ++i)
+    f->rng_cuda.emplace_back(i, default_generator(Device(DeviceType::CUDA, i)).get_state());
+
+  std::weak_ptr<Frame> weak = f;
+  SavedTensorsHooks hooks(
+      [weak](const Tensor& t) -> Packed {
+        auto frame = weak.lock();
+        auto ph = std::make_shared<Placeholder>(Placeholder{frame, frame->metas.size()});
+        frame->metas.push_back(SavedMeta{t.sizes(), t.dtype(), t.device()});
+        frame->holders.push_back(ph);
+        return ph;
+      },
+      unpack_placeholder);
+  std::unique_ptr<PolicyMode> pmode;
+  std::unique_ptr<DispatchModeGuard> pguard;
+  if (f->opts.policy) {
+    pmode = std::make_unique<PolicyMode>(*f, /*recompute=*/false);
+    pguard = std::make_unique<DispatchModeGuard>(pmode.get());
+  }
+  return fn(inputs);
+}
+
+Tensor checkpoint(const std::function<Tensor(const Tensor&)>& fn, const Tensor& input, CheckpointOptions options) {
+  return checkpoint([fn](const std::vector<Tensor>& in) { return std::vector<Tensor>{fn(in[0])}; }, {input},
+                    std::move(options))[0];
+}
+
+}  // namespace graft::autograd

@@ -1,0 +1,43 @@
+#include <catch2/catch.hpp>
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+
+// Runs the real `graft bench` binary (path from GRAFT_EXE) and checks the shape of its output.
+// Timings are never checked: they belong to benchmarks, not tests.
+namespace {
+std::string run(const std::string& cmd, int& status) {
+  std::string out;
+  std::unique_ptr<FILE, int (*)(FILE*)> p(popen(cmd.c_str(), "r"), pclose);
+  REQUIRE(p);
+  std::array<char, 256> buf{};
+  while (fgets(buf.data(), buf.size(), p.get())) out += buf.data();
+  status = pclose(p.release());
+  return out;
+}
+}  // namespace
+
+TEST_CASE("graft bench prints the engine figure as a name value unit line") {
+  const char* exe = std::getenv("GRAFT_EXE");
+  REQUIRE(exe != nullptr);
+  int status = 0;
+  std::string out = run(std::string(exe) + " bench --filter engine --repeat 1", status);
+  CHECK(status == 0);
+  INFO(out);
+  CHECK(out.rfind("engine_us_per_op ", 0) == 0);
+  CHECK(out.find(" us (min ") != std::string::npos);
+  CHECK(out.find("n=1)") != std::string::npos);
+  CHECK(out.find("mlp_step_ms") == std::string::npos);  // the filter selected only the engine
+}
+
+TEST_CASE("graft bench rejects a filter that matches nothing") {
+  const char* exe = std::getenv("GRAFT_EXE");
+  REQUIRE(exe != nullptr);
+  int status = 0;
+  std::string out = run(std::string(exe) + " bench --filter no_such_workload --repeat 1 2>&1", status);
+  CHECK(status != 0);
+  CHECK(out.find("no workload matches") != std::string::npos);
+}

@@ -1,0 +1,189 @@
+// The libtorch side of the comparison: the same workloads, shapes and figure names as
+// graft_workloads.cpp, written with libtorch's C++ API, so `compare.sh` pairs them by name.
+// Built only with -Dlibtorch_bench=enabled; graft itself never links libtorch.
+#include <torch/torch.h>
+
+#include <CLI/CLI.hpp>
+#include <cmath>
+#include <fstream>
+#include <regex>
+
+#include "tools/bench/bench_stats.h"
+
+using namespace graft_bench;
+
+namespace {
+
+template <class F>
+std::vector<double> time_ms(int repeat, int warmup, F&& f) {
+  for (int i = 0; i < warmup; ++i) f();
+  std::vector<double> t;
+  for (int i = 0; i < repeat; ++i) {
+    double t0 = now_ms();
+    f();
+    t.push_back(now_ms() - t0);
+  }
+  return t;
+}
+
+torch::Tensor param(at::IntArrayRef shape, double scale) { return (torch::randn(shape) * scale).requires_grad_(); }
+
+struct Sgd {
+  std::vector<torch::Tensor> params, bufs;
+  double lr, momentum;
+  Sgd(std::vector<torch::Tensor> p, double lr_, double m) : params(std::move(p)), lr(lr_), momentum(m) {
+    for (auto& t : params) bufs.push_back(torch::zeros_like(t));
+  }
+  void step() {
+    torch::NoGradGuard ng;
+    for (size_t i = 0; i < params.size(); ++i) {
+      bufs[i].mul_(momentum).add_(params[i].grad());
+      params[i].sub_(bufs[i], lr);
+      params[i].mutable_grad().reset();
+    }
+  }
+};
+
+struct Adam {
+  std::vector<torch::Tensor> params, m, v;
+  double lr, b1 = 0.9, b2 = 0.999, eps = 1e-8;
+  int t = 0;
+  Adam(std::vector<torch::Tensor> p, double lr_) : params(std::move(p)), lr(lr_) {
+    for (auto& x : params) {
+      m.push_back(torch::zeros_like(x));
+      v.push_back(torch::zeros_like(x));
+    }
+  }
+  void step() {
+    torch::NoGradGuard ng;
+    ++t;
+    double bc1 = 1 - std::pow(b1, t), bc2 = 1 - std::pow(b2, t);
+    for (size_t i = 0; i < params.size(); ++i) {
+      auto g = params[i].grad();
+      m[i].mul_(b1).add_(g, 1 - b1);
+      v[i].mul_(b2).addcmul_(g, g, 1 - b2);
+      auto denom = (v[i].sqrt() / std::sqrt(bc2)).add_(eps);
+      params[i].addcdiv_(m[i], denom, -lr / bc1);
+      params[i].mutable_grad().reset();
+    }
+  }
+};
+
+std::vector<Figure> bench_engine(int repeat) {
+  auto x = torch::ones({4}, torch::requires_grad());
+  auto t = time_ms(repeat, 2, [&] {
+    auto y = x;
+    for (int i = 0; i < 2000; ++i) y = y * 1.0001 + 0.0;
+    y.sum().backward();
+  });
+  for (auto& v : t) v = v * 1000.0 / 4000.0;
+  return {summarize("engine_us_per_op", "us", t)};
+}
+
+std::vector<Figure> bench_mlp(int repeat) {
+  torch::manual_seed(0);
+  auto w1 = param({512, 784}, 0.035), b1 = param({512}, 0.0), w2 = param({512, 512}, 0.044), b2 = param({512}, 0.0),
+       w3 = param({10, 512}, 0.044), b3 = param({10}, 0.0);
+  Sgd opt({w1, b1, w2, b2, w3, b3}, 0.01, 0.9);
+  auto x = torch::randn({128, 784});
+  auto y = torch::randint(0, 10, {128});
+  auto t = time_ms(repeat, 3, [&] {
+    auto h = torch::relu(torch::linear(x, w1, b1));
+    h = torch::relu(torch::linear(h, w2, b2));
+    auto loss = torch::nn::functional::cross_entropy(torch::linear(h, w3, b3), y);
+    loss.backward();
+    opt.step();
+  });
+  return {summarize("mlp_step_ms", "ms", t)};
+}
+
+std::vector<Figure> bench_cnn(int repeat) {
+  torch::manual_seed(0);
+  auto c1 = param({32, 1, 3, 3}, 0.33), cb1 = param({32}, 0.0), c2 = param({64, 32, 3, 3}, 0.059),
+       cb2 = param({64}, 0.0), f1 = param({128, 3136}, 0.018), fb1 = param({128}, 0.0), f2 = param({10, 128}, 0.088),
+       fb2 = param({10}, 0.0);
+  Adam opt({c1, cb1, c2, cb2, f1, fb1, f2, fb2}, 1e-3);
+  auto x = torch::randn({64, 1, 28, 28});
+  auto y = torch::randint(0, 10, {64});
+  auto t = time_ms(repeat, 2, [&] {
+    auto h = torch::max_pool2d(torch::relu(torch::conv2d(x, c1, cb1, 1, 1)), 2);
+    h = torch::max_pool2d(torch::relu(torch::conv2d(h, c2, cb2, 1, 1)), 2);
+    h = torch::relu(torch::linear(h.flatten(1), f1, fb1));
+    auto loss = torch::nn::functional::cross_entropy(torch::linear(h, f2, fb2), y);
+    loss.backward();
+    opt.step();
+  });
+  return {summarize("cnn_step_ms", "ms", t)};
+}
+
+std::vector<Figure> bench_matmul(int repeat) {
+  torch::manual_seed(0);
+  auto a = torch::randn({1024, 1024}), b = torch::randn({1024, 1024});
+  auto t = time_ms(repeat, 2, [&] { auto c = a.matmul(b); });
+  std::vector<double> gflops;
+  for (double ms : t) gflops.push_back(2.0 * 1024 * 1024 * 1024 / (ms * 1e6));
+  return {summarize("matmul1024_gflops", "GFLOP/s", gflops)};
+}
+
+std::vector<Figure> bench_add(int repeat) {
+  auto a = torch::randn({1 << 24}), b = torch::randn({1 << 24});
+  auto t = time_ms(repeat, 2, [&] { auto c = a + b; });
+  std::vector<double> gbps;
+  for (double ms : t) gbps.push_back(3.0 * 4 * (1 << 24) / (ms * 1e6));
+  return {summarize("elementwise_add_gbps", "GB/s", gbps)};
+}
+
+std::vector<Figure> bench_deep_mlp(int repeat) {
+  torch::manual_seed(0);
+  const int layers = 64, width = 1024, batch = 256;
+  std::vector<torch::Tensor> ws, bs;
+  for (int i = 0; i < layers; ++i) {
+    ws.push_back(param({width, width}, 1.0 / std::sqrt(width)));
+    bs.push_back(param({width}, 0.0));
+  }
+  auto x = torch::randn({batch, width});
+  auto t = time_ms(repeat, 1, [&] {
+    auto h = x;
+    for (int i = 0; i < layers; ++i) h = torch::tanh(torch::linear(h, ws[i], bs[i]));
+    h.mean().backward();
+    for (int i = 0; i < layers; ++i) {
+      ws[i].mutable_grad().reset();
+      bs[i].mutable_grad().reset();
+    }
+  });
+  return {summarize("deep_mlp_step_ms", "ms", t)};  // libtorch's CPU allocator keeps no statistics
+}
+
+struct Workload {
+  std::string name;
+  std::vector<Figure> (*run)(int);
+  int default_repeat;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"libtorch reference for graft bench"};
+  std::string filter = ".*", json;
+  int repeat = 0, threads = 0;
+  app.add_option("--filter", filter, "regex over workload names");
+  app.add_option("--repeat", repeat, "timed repeats per workload (default: per workload)");
+  app.add_option("--json", json, "write the figures as JSON");
+  app.add_option("--threads", threads, "intra-op threads (default: all cores)");
+  CLI11_PARSE(app, argc, argv);
+  if (threads > 0) torch::set_num_threads(threads);
+  std::vector<Workload> ws = {{"engine", bench_engine, 10},        {"mlp", bench_mlp, 10},
+                              {"cnn", bench_cnn, 5},              {"matmul1024", bench_matmul, 10},
+                              {"elementwise_add", bench_add, 10}, {"deep_mlp", bench_deep_mlp, 3}};
+  std::regex re(filter);
+  std::vector<Figure> all;
+  for (auto& w : ws) {
+    if (!std::regex_search(w.name, re)) continue;
+    for (auto& f : w.run(repeat > 0 ? repeat : w.default_repeat)) {
+      print_figure(f);
+      all.push_back(f);
+    }
+  }
+  if (!json.empty()) std::ofstream(json) << figures_json(all);
+  return 0;
+}

@@ -1,0 +1,37 @@
+// `graft bench`: runs the workloads of tools/bench/graft_workloads.cpp.
+#include <fstream>
+#include <iostream>
+#include <regex>
+
+#include "graft.h"
+#include "tools/bench/graft_workloads.h"
+#include "tools/commands.h"
+
+namespace graft::tools {
+
+int run_bench(const std::string& filter, int repeat, const std::string& json, int threads) {
+  if (threads > 0) set_num_threads(threads);
+  std::regex re;
+  try {
+    re = std::regex(filter);
+  } catch (const std::regex_error& e) {
+    GRAFT_ERROR("bench: invalid --filter regex '", filter, "': ", e.what());
+  }
+  std::vector<graft_bench::Figure> all;
+  for (const auto& w : graft_bench::workloads()) {
+    if (!std::regex_search(w.name, re)) continue;
+    for (auto& f : w.run(repeat > 0 ? repeat : w.default_repeat)) {
+      graft_bench::print_figure(f);
+      all.push_back(f);
+    }
+  }
+  GRAFT_CHECK(!all.empty(), "bench: no workload matches --filter '", filter, "'");
+  if (!json.empty()) {
+    std::ofstream out(json);
+    GRAFT_CHECK(out.good(), "bench: cannot write ", json);
+    out << graft_bench::figures_json(all);
+  }
+  return 0;
+}
+
+}  // namespace graft::tools

@@ -28,10 +28,13 @@ struct CachedOutput {
 
 struct Frame;
 
-// What a checkpointed op's SavedVariable holds instead of the tensor.
+// What a checkpointed op's SavedVariable holds instead of the tensor. While fn's forward is still
+// running, `live` keeps the real tensor so that fn may itself call grad() on its own graph; it is
+// dropped when fn returns, which is when the activations are freed.
 struct Placeholder {
   std::shared_ptr<Frame> frame;
   size_t index;
+  Tensor live;
 };
 
 // One checkpoint call: the function, its saved inputs and what its forward saved (metadata only).
@@ -177,10 +180,14 @@ void recompute(Frame& f, TaskResults& r) {
                       "check.");
           r.tensors[k] = t;
           if (f.opts.early_stop && k >= target) throw StopRecompute{};
-          return Packed{};
+          return k;
         },
-        [](const Packed&) -> Tensor {
-          GRAFT_ERROR("checkpoint: internal error: a tensor saved during recomputation was unpacked");
+        // Only reached when fn calls grad() on its own graph during the recomputation.
+        [&r](const Packed& p) -> Tensor {
+          size_t k = std::any_cast<size_t>(p);
+          GRAFT_CHECK(k < r.tensors.size() && r.tensors[k].defined(), "checkpoint: a tensor saved during the "
+                      "recomputation was needed after it had been handed to the original graph");
+          return r.tensors[k];
         });
     std::unique_ptr<PolicyMode> pmode;
     std::unique_ptr<DispatchModeGuard> pguard;
@@ -202,6 +209,7 @@ void recompute(Frame& f, TaskResults& r) {
 
 Tensor unpack_placeholder(const Packed& p) {
   const auto& ph = std::any_cast<const std::shared_ptr<Placeholder>&>(p);
+  if (ph->live.defined()) return ph->live;  // fn is still running its forward (it called grad())
   Frame& f = *ph->frame;
   GraphTask* task = current_graph_task();
   GRAFT_CHECK(task != nullptr, "checkpoint: saved tensors of a checkpointed function can only be unpacked during a "
@@ -246,7 +254,7 @@ std::vector<Tensor> checkpoint(const std::function<std::vector<Tensor>(const std
   SavedTensorsHooks hooks(
       [weak](const Tensor& t) -> Packed {
         auto frame = weak.lock();
-        auto ph = std::make_shared<Placeholder>(Placeholder{frame, frame->metas.size()});
+        auto ph = std::make_shared<Placeholder>(Placeholder{frame, frame->metas.size(), t});
         frame->metas.push_back(SavedMeta{t.sizes(), t.dtype(), t.device()});
         frame->holders.push_back(ph);
         return ph;
@@ -258,6 +266,14 @@ std::vector<Tensor> checkpoint(const std::function<std::vector<Tensor>(const std
     pmode = std::make_unique<PolicyMode>(*f, /*recompute=*/false);
     pguard = std::make_unique<DispatchModeGuard>(pmode.get());
   }
+  // When fn is done (or throws), the graph holds only placeholders and the activations can go.
+  struct DropLive {
+    Frame& f;
+    ~DropLive() {
+      for (auto& w : f.holders)
+        if (auto ph = w.lock()) ph->live = Tensor();
+    }
+  } drop{*f};
   return fn(inputs);
 }
 

@@ -315,3 +315,17 @@ TEST_CASE("checkpoint works with grad() and backward(inputs=)") {
   CHECK(x.grad().defined());
   CHECK_FALSE(w.grad().defined());
 }
+
+TEST_CASE("a checkpointed function may itself call grad()") {
+  Tensor x = tensor({0.5, 1.5}, dtype(kFloat64)).requires_grad_();
+  auto fn = [](const Tensor& h) {
+    Tensor y = (h * h * h).sum();
+    auto g = grad({y}, {h}, {}, std::nullopt, /*create_graph=*/true);  // 3 h^2
+    return g[0].sin();
+  };
+  auto g0 = grad({fn(x).sum()}, {x});
+  Tensor y = checkpoint(fn, x);
+  auto g1 = grad({y.sum()}, {x});
+  CHECK(v(g0[0]) == v(g1[0]));  // d/dh sin(3h^2) = cos(3h^2) 6h
+  CHECK(v(g1[0])[0] == Approx(std::cos(0.75) * 3.0));
+}

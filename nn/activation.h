@@ -1,0 +1,35 @@
+#pragma once
+// Elementwise activation modules: nn::ReLU, nn::GELU, nn::Tanh, nn::Sigmoid.
+#include <string>
+
+#include "nn/module.h"
+
+namespace graft::nn {
+
+class ReLU : public Module {
+ public:
+  Tensor forward(const Tensor& input) override;
+  std::string name() const override { return "ReLU"; }
+};
+
+class GELU : public Module {
+ public:
+  explicit GELU(std::string approximate = "none") : approximate(std::move(approximate)) {}
+  Tensor forward(const Tensor& input) override;
+  std::string name() const override { return "GELU"; }
+  std::string approximate;  // "none" | "tanh"
+};
+
+class Tanh : public Module {
+ public:
+  Tensor forward(const Tensor& input) override;
+  std::string name() const override { return "Tanh"; }
+};
+
+class Sigmoid : public Module {
+ public:
+  Tensor forward(const Tensor& input) override;
+  std::string name() const override { return "Sigmoid"; }
+};
+
+}  // namespace graft::nn

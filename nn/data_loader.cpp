@@ -1,0 +1,123 @@
+#include "nn/data_loader.h"
+
+#include <numeric>
+
+#include "autograd/functional.h"
+#include "autograd/grad_mode.h"
+#include "nn/fashion_mnist.h"
+#include "runtime/error.h"
+
+namespace graft::data {
+
+namespace {
+
+uint64_t splitmix64(uint64_t& x) {
+  uint64_t z = (x += 0x9E3779B97F4A7C15ULL);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+
+// xoshiro256**: small, fast, and identical on every platform (unlike std distributions).
+class Rng {
+ public:
+  Rng(uint64_t seed, uint64_t stream) {
+    uint64_t x = seed ^ (stream * 0xD1B54A32D192ED03ULL);
+    for (auto& w : s_) w = splitmix64(x);
+  }
+  uint64_t next() {
+    const uint64_t result = rotl(s_[1] * 5, 7) * 9;
+    const uint64_t t = s_[1] << 17;
+    s_[2] ^= s_[0];
+    s_[3] ^= s_[1];
+    s_[1] ^= s_[2];
+    s_[0] ^= s_[3];
+    s_[2] ^= t;
+    s_[3] = rotl(s_[3], 45);
+    return result;
+  }
+  // Uniform in [0, bound), without modulo bias.
+  uint64_t below(uint64_t bound) {
+    const uint64_t limit = UINT64_MAX - UINT64_MAX % bound;
+    uint64_t v;
+    do v = next();
+    while (v >= limit);
+    return v % bound;
+  }
+
+ private:
+  static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+  uint64_t s_[4];
+};
+
+}  // namespace
+
+DataLoader::DataLoader(Tensor images, Tensor labels, int64_t batch_size, bool shuffle, bool drop_last, uint64_t seed)
+    : images_(std::move(images)), labels_(std::move(labels)), batch_size_(batch_size), shuffle_(shuffle),
+      drop_last_(drop_last), seed_(seed) {
+  GRAFT_CHECK(images_.defined() && labels_.defined(), "DataLoader: images and labels must be defined tensors");
+  GRAFT_CHECK(images_.dim() >= 1 && labels_.dim() >= 1, "DataLoader: images ", describe(images_), " and labels ",
+              describe(labels_), " need a sample dimension");
+  GRAFT_CHECK(images_.size(0) == labels_.size(0), "DataLoader: images ", describe(images_), " and labels ",
+              describe(labels_), " hold different numbers of samples");
+  GRAFT_CHECK(batch_size_ > 0, "DataLoader: batch_size must be positive, got ", batch_size_);
+  n_ = images_.size(0);
+  make_order();
+}
+
+DataLoader::DataLoader(const FashionMnist& dataset, int64_t batch_size, bool shuffle, bool drop_last, uint64_t seed)
+    : DataLoader(dataset.images(), dataset.labels(), batch_size, shuffle, drop_last, seed) {}
+
+int64_t DataLoader::num_batches() const {
+  return drop_last_ ? n_ / batch_size_ : (n_ + batch_size_ - 1) / batch_size_;
+}
+
+void DataLoader::make_order() {
+  order_.resize(static_cast<size_t>(n_));
+  std::iota(order_.begin(), order_.end(), int64_t{0});
+  if (shuffle_ && n_ > 1) {
+    Rng rng(seed_, static_cast<uint64_t>(epoch_));
+    for (int64_t i = n_ - 1; i > 0; --i) std::swap(order_[i], order_[rng.below(static_cast<uint64_t>(i) + 1)]);
+  }
+  cursor_ = 0;
+  started_ = false;
+}
+
+void DataLoader::set_epoch(int64_t epoch) {
+  GRAFT_CHECK(epoch >= 0, "DataLoader: epoch must be non-negative, got ", epoch);
+  epoch_ = epoch;
+  make_order();
+}
+
+void DataLoader::reset() { set_epoch(epoch_ + 1); }
+
+std::optional<Batch> DataLoader::next() {
+  started_ = true;
+  const int64_t remaining = n_ - cursor_;
+  if (remaining <= 0 || (drop_last_ && remaining < batch_size_)) {
+    cursor_ = n_;
+    return std::nullopt;
+  }
+  const int64_t b = std::min(batch_size_, remaining);
+  autograd::NoGradGuard no_grad;
+  Batch batch;
+  if (!shuffle_) {
+    batch.images = images_.slice(0, cursor_, cursor_ + b).contiguous();
+    batch.labels = labels_.slice(0, cursor_, cursor_ + b).contiguous();
+  } else {
+    std::vector<int64_t> idx(order_.begin() + cursor_, order_.begin() + cursor_ + b);
+    Tensor index = graft::tensor(idx, {b}, TensorOptions{}.dtype(kInt64).device(images_.device()));
+    batch.images = graft::index_select(images_, 0, index);
+    Tensor lindex = labels_.device() == images_.device() ? index : index.to(labels_.device());
+    batch.labels = graft::index_select(labels_, 0, lindex);
+  }
+  cursor_ += b;
+  return batch;
+}
+
+DataLoader::Iterator DataLoader::begin() {
+  if (started_) reset();
+  return Iterator(this);
+}
+
+}  // namespace graft::data

@@ -1,0 +1,143 @@
+#include "nn/optim.h"
+
+#include <cmath>
+#include <numbers>
+
+#include "autograd/functional.h"
+#include "autograd/grad_mode.h"
+#include "ops/ops.h"
+
+namespace graft::optim {
+
+Optimizer::Optimizer(std::vector<Tensor> params, double lr) : params_(std::move(params)), lr_(lr) {
+  GRAFT_CHECK(lr >= 0, "Optimizer: invalid learning rate: ", lr);
+  for (size_t i = 0; i < params_.size(); ++i) {
+    GRAFT_CHECK(params_[i].defined(), "Optimizer: parameter ", i, " is undefined");
+    GRAFT_CHECK(params_[i].is_leaf(), "Optimizer: can't optimize a non-leaf Tensor (parameter ", i, ")");
+  }
+}
+
+void Optimizer::zero_grad(bool set_to_none) {
+  for (Tensor p : params_) {
+    Tensor& g = p.mutable_grad();
+    if (!g.defined()) continue;
+    if (set_to_none) {
+      g = Tensor();
+    } else {
+      NoGradGuard ng;
+      if (g.grad_fn()) g = g.detach();
+      ops::zero_(g);
+    }
+  }
+}
+
+namespace {
+// The gradient as a plain tensor (never part of a graph).
+Tensor grad_of(const Tensor& p) {
+  Tensor g = p.grad();
+  if (g.defined() && g.grad_fn()) g = g.detach();
+  return g;
+}
+}  // namespace
+
+SGD::SGD(std::vector<Tensor> params, double lr, double momentum_, double dampening_, double wd, bool nesterov_)
+    : Optimizer(std::move(params), lr), momentum(momentum_), dampening(dampening_), weight_decay(wd),
+      nesterov(nesterov_), momentum_buffer_(params_.size()) {
+  GRAFT_CHECK(momentum >= 0, "SGD: invalid momentum value: ", momentum);
+  GRAFT_CHECK(weight_decay >= 0, "SGD: invalid weight_decay value: ", weight_decay);
+  GRAFT_CHECK(!nesterov || (momentum > 0 && dampening == 0), "SGD: nesterov momentum requires a momentum and zero dampening");
+}
+
+void SGD::step() {
+  NoGradGuard ng;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    Tensor& p = params_[i];
+    Tensor d = grad_of(p);
+    if (!d.defined()) continue;
+    if (weight_decay != 0) d = ops::add(d, p, weight_decay);
+    if (momentum != 0) {
+      Tensor& buf = momentum_buffer_[i];
+      if (!buf.defined()) {
+        buf = ops::clone(d);
+      } else {
+        ops::mul_(buf, momentum);
+        ops::add_(buf, d, 1 - dampening);
+      }
+      d = nesterov ? ops::add(d, buf, momentum) : buf;
+    }
+    ops::add_(p, d, -lr_);
+  }
+}
+
+Adam::Adam(std::vector<Tensor> params, double lr, std::pair<double, double> b, double e, double wd)
+    : Adam(std::move(params), lr, b, e, wd, false) {}
+
+Adam::Adam(std::vector<Tensor> params, double lr, std::pair<double, double> b, double e, double wd, bool decoupled)
+    : Optimizer(std::move(params), lr), betas(b), eps(e), weight_decay(wd), decoupled_(decoupled),
+      step_(params_.size(), 0), exp_avg_(params_.size()), exp_avg_sq_(params_.size()) {
+  GRAFT_CHECK(eps >= 0, "Adam: invalid epsilon value: ", eps);
+  GRAFT_CHECK(b.first >= 0 && b.first < 1, "Adam: invalid beta parameter at index 0: ", b.first);
+  GRAFT_CHECK(b.second >= 0 && b.second < 1, "Adam: invalid beta parameter at index 1: ", b.second);
+  GRAFT_CHECK(wd >= 0, "Adam: invalid weight_decay value: ", wd);
+}
+
+void Adam::step() {
+  NoGradGuard ng;
+  const auto [beta1, beta2] = betas;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    Tensor& p = params_[i];
+    Tensor g = grad_of(p);
+    if (!g.defined()) continue;
+    if (!exp_avg_[i].defined()) {
+      exp_avg_[i] = ops::zeros_like(p);
+      exp_avg_sq_[i] = ops::zeros_like(p);
+    }
+    int64_t t = ++step_[i];
+    if (weight_decay != 0) {
+      if (decoupled_)
+        ops::mul_(p, 1 - lr_ * weight_decay);
+      else
+        g = ops::add(g, p, weight_decay);
+    }
+    ops::lerp_(exp_avg_[i], g, 1 - beta1);
+    ops::mul_(exp_avg_sq_[i], beta2);
+    ops::addcmul_(exp_avg_sq_[i], g, g, 1 - beta2);
+    double bc1 = 1 - std::pow(beta1, static_cast<double>(t));
+    double bc2 = 1 - std::pow(beta2, static_cast<double>(t));
+    Tensor denom = ops::sqrt(exp_avg_sq_[i]);
+    ops::div_(denom, std::sqrt(bc2));
+    ops::add_(denom, eps);
+    ops::addcdiv_(p, exp_avg_[i], denom, -lr_ / bc1);
+  }
+}
+
+AdamW::AdamW(std::vector<Tensor> params, double lr, std::pair<double, double> b, double e, double wd)
+    : Adam(std::move(params), lr, b, e, wd, true) {}
+
+LRScheduler::LRScheduler(Optimizer& opt) : optimizer_(opt), base_lr_(opt.lr()) {}
+
+void LRScheduler::step() {
+  ++last_epoch_;
+  optimizer_.set_lr(lr_at(last_epoch_));
+}
+
+StepLR::StepLR(Optimizer& opt, int64_t step_size_, double gamma_)
+    : LRScheduler(opt), step_size(step_size_), gamma(gamma_) {
+  GRAFT_CHECK(step_size > 0, "StepLR: step_size must be positive, got ", step_size);
+}
+
+double StepLR::lr_at(int64_t epoch) const {
+  return base_lr_ * std::pow(gamma, static_cast<double>(epoch / step_size));
+}
+
+CosineAnnealingLR::CosineAnnealingLR(Optimizer& opt, int64_t t_max, double eta_min_)
+    : LRScheduler(opt), T_max(t_max), eta_min(eta_min_) {
+  GRAFT_CHECK(T_max > 0, "CosineAnnealingLR: T_max must be positive, got ", T_max);
+}
+
+double CosineAnnealingLR::lr_at(int64_t epoch) const {
+  return eta_min + (base_lr_ - eta_min) * (1 + std::cos(std::numbers::pi * static_cast<double>(epoch) /
+                                                        static_cast<double>(T_max))) / 2;
+}
+
+}  // namespace graft::optim

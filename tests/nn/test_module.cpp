@@ -1,0 +1,194 @@
+#include <catch2/catch.hpp>
+
+#include "graft.h"
+
+using namespace graft;
+
+namespace {
+struct Net : nn::Module {
+  Net() {
+    fc1 = register_module("fc1", std::make_shared<nn::Linear>(4, 3));
+    fc2 = register_module("fc2", std::make_shared<nn::Linear>(3, 2));
+    scale = register_parameter("scale", ones({1}));
+    steps = register_buffer("steps", zeros({1}));
+  }
+  Tensor forward(const Tensor& x) override { return fc2->forward(fc1->forward(x).relu()) * scale; }
+  std::shared_ptr<nn::Linear> fc1, fc2;
+  Tensor scale, steps;
+};
+
+std::vector<std::string> keys(const nn::OrderedDict<Tensor>& d) { return d.keys(); }
+}  // namespace
+
+TEST_CASE("registration: parameters, buffers and children with dotted names") {
+  Net net;
+  CHECK(keys(net.named_parameters()) ==
+        std::vector<std::string>{"scale", "fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"});
+  CHECK(keys(net.named_parameters(false)) == std::vector<std::string>{"scale"});
+  CHECK(net.parameters().size() == 5);
+  CHECK(net.parameters(false).size() == 1);
+  CHECK(keys(net.named_buffers()) == std::vector<std::string>{"steps"});
+  CHECK(net.buffers().size() == 1);
+  REQUIRE(net.children().size() == 2);
+  CHECK(net.children()[0] == net.fc1);
+  CHECK(net.named_children().keys() == std::vector<std::string>{"fc1", "fc2"});
+  // Handles alias the registered tensors.
+  CHECK(net.named_parameters()["fc1.weight"].is_same(net.fc1->weight));
+  for (const auto& p : net.parameters()) {
+    CHECK(p.requires_grad());
+    CHECK(p.is_leaf());
+  }
+  CHECK_FALSE(net.steps.requires_grad());
+}
+
+TEST_CASE("register_parameter honours requires_grad and rejects duplicate names") {
+  nn::Module m;
+  Tensor frozen = m.register_parameter("frozen", zeros({2}), false);
+  CHECK_FALSE(frozen.requires_grad());
+  CHECK(m.parameters().size() == 1);
+  CHECK_THROWS_WITH(m.register_parameter("frozen", zeros({2})), Catch::Contains("already registered"));
+  CHECK_THROWS_WITH(m.register_buffer("frozen", zeros({2})), Catch::Contains("already registered"));
+  CHECK_THROWS_WITH(m.register_module("a.b", std::make_shared<nn::ReLU>()), Catch::Contains("'.'"));
+  CHECK_THROWS_WITH(m.forward(zeros({1})), Catch::Contains("not implemented"));
+}
+
+TEST_CASE("Sequential names children 0, 1, ...") {
+  auto seq = std::make_shared<nn::Sequential>();
+  seq->push_back(std::make_shared<nn::Linear>(4, 8));
+  seq->push_back(std::make_shared<nn::ReLU>());
+  auto last = seq->push_back(std::make_shared<nn::Linear>(8, 2, false));
+  CHECK(keys(seq->named_parameters()) == std::vector<std::string>{"0.weight", "0.bias", "2.weight"});
+  CHECK(seq->named_modules().keys() == std::vector<std::string>{"0", "1", "2"});
+  CHECK(seq->size() == 3);
+  CHECK(seq->at<nn::Linear>(2) == last);
+  CHECK_THROWS(seq->at<nn::Linear>(1));
+  auto outer = nn::Sequential{seq, std::make_shared<nn::Tanh>()};
+  CHECK(keys(outer.named_parameters()) == std::vector<std::string>{"0.0.weight", "0.0.bias", "0.2.weight"});
+  CHECK(outer.named_modules().keys() == std::vector<std::string>{"0", "0.0", "0.1", "0.2", "1"});
+}
+
+TEST_CASE("train and eval propagate to every descendant") {
+  auto inner = std::make_shared<nn::Sequential>(
+      std::initializer_list<std::shared_ptr<nn::Module>>{std::make_shared<nn::Dropout>(0.5)});
+  nn::Sequential outer{inner, std::make_shared<nn::BatchNorm2d>(3)};
+  CHECK(outer.is_training());
+  outer.eval();
+  CHECK_FALSE(outer.is_training());
+  CHECK_FALSE(inner->is_training());
+  CHECK_FALSE((*inner)[0]->is_training());
+  CHECK_FALSE(outer[1]->is_training());
+  outer.train();
+  CHECK((*inner)[0]->is_training());
+  outer.train(false);
+  CHECK_FALSE(outer[1]->is_training());
+}
+
+TEST_CASE("state_dict holds parameters and buffers and round-trips") {
+  manual_seed(1);
+  nn::Sequential a{std::make_shared<nn::Conv2d>(2, 3, 3), std::make_shared<nn::BatchNorm2d>(3)};
+  auto sd = a.state_dict();
+  CHECK(sd.keys() == std::vector<std::string>{"0.weight", "0.bias", "1.weight", "1.bias", "1.running_mean",
+                                              "1.running_var", "1.num_batches_tracked"});
+  // Change the running stats so buffers carry information.
+  a.forward(randn({4, 2, 5, 5}));
+  nn::Sequential b{std::make_shared<nn::Conv2d>(2, 3, 3), std::make_shared<nn::BatchNorm2d>(3)};
+  Tensor bw = b.named_parameters()["0.weight"];
+  int64_t v0 = bw.version();
+  b.load_state_dict(a.state_dict());
+  // Copied in place: same tensors, still leaves that require grad.
+  CHECK(b.named_parameters()["0.weight"].is_same(bw));
+  CHECK(bw.version() > v0);
+  CHECK(bw.is_leaf());
+  CHECK(bw.requires_grad());
+  for (const auto& [k, v] : a.state_dict()) {
+    INFO(k);
+    CHECK(b.state_dict()[k].to(kFloat64).to_vector<double>() == v.to(kFloat64).to_vector<double>());
+  }
+  CHECK(b.state_dict()["1.num_batches_tracked"].item<int64_t>() == 1);
+  a.eval();
+  b.eval();
+  Tensor x = randn({1, 2, 4, 4});
+  CHECK(a.forward(x).to_vector<float>() == b.forward(x).to_vector<float>());
+}
+
+TEST_CASE("load_state_dict errors name missing, unexpected and mis-shaped keys") {
+  auto make = [](int64_t out) {
+    return std::make_shared<nn::Sequential>(
+        std::initializer_list<std::shared_ptr<nn::Module>>{std::make_shared<nn::Linear>(3, out)});
+  };
+  auto model = make(5);
+  auto sd = model->state_dict();
+  Tensor w_before = model->state_dict()["0.weight"].clone();
+
+  SECTION("missing") {
+    sd.erase("0.bias");
+    CHECK_THROWS_WITH(model->load_state_dict(sd), Catch::Contains("load_state_dict: missing keys: 0.bias"));
+    model->load_state_dict(sd, false);  // non-strict: fine
+  }
+  SECTION("unexpected") {
+    sd.insert("fc.extra", zeros({1}));
+    sd.insert("other", zeros({1}));
+    CHECK_THROWS_WITH(model->load_state_dict(sd), Catch::Contains("unexpected keys: fc.extra, other"));
+    model->load_state_dict(sd, false);
+  }
+  SECTION("size mismatch, also when not strict; nothing is copied") {
+    sd.insert("0.weight", ones({5, 3}));
+    sd.insert("0.bias", zeros({10}));
+    CHECK_THROWS_WITH(model->load_state_dict(sd),
+                      Catch::Contains("size mismatch for 0.bias: [10] in the checkpoint, [5] in the model"));
+    CHECK_THROWS_WITH(model->load_state_dict(sd, false), Catch::Contains("size mismatch for 0.bias"));
+    CHECK(model->state_dict()["0.weight"].to_vector<float>() == w_before.to_vector<float>());
+  }
+  SECTION("all at once") {
+    sd.erase("0.weight");
+    sd.insert("0.bias", zeros({10}));
+    sd.insert("x", zeros({1}));
+    CHECK_THROWS_WITH(model->load_state_dict(sd),
+                      Catch::Contains("load_state_dict: missing keys: 0.weight; unexpected keys: x; "
+                                      "size mismatch for 0.bias: [10] in the checkpoint, [5] in the model"));
+  }
+}
+
+TEST_CASE("to(Device) and to(DType) keep parameters as leaves and update the handles") {
+  auto lin = std::make_shared<nn::Linear>(3, 2);
+  (lin->forward(ones({1, 3})).sum()).backward();
+  lin->to(kCPU);
+  CHECK(lin->weight.device() == kCPU);
+  CHECK(lin->weight.is_leaf());
+  CHECK(lin->weight.requires_grad());
+  CHECK(lin->weight.grad().defined());
+  CHECK(lin->parameters()[0].is_same(lin->weight));
+
+  lin->to(kFloat64);
+  CHECK(lin->weight.dtype() == kFloat64);
+  CHECK(lin->bias.dtype() == kFloat64);
+  CHECK(lin->parameters()[0].is_same(lin->weight));
+  CHECK(lin->weight.is_leaf());
+  CHECK(lin->weight.requires_grad());
+  CHECK(lin->forward(ones({1, 3}, dtype(kFloat64))).dtype() == kFloat64);
+
+  nn::BatchNorm2d bn(2);
+  bn.to(kFloat64);
+  CHECK(bn.running_mean.dtype() == kFloat64);
+  CHECK(bn.num_batches_tracked.dtype() == kInt64);
+  CHECK(bn.named_buffers()["running_mean"].is_same(bn.running_mean));
+  if (cuda_is_available()) {
+    lin->to(kCUDA);
+    CHECK(lin->weight.is_cuda());
+    CHECK(lin->weight.is_leaf());
+    CHECK(lin->parameters()[1].is_cuda());
+  }
+}
+
+TEST_CASE("Module::zero_grad sets grads to none or zeroes them") {
+  Net net;
+  net.forward(ones({2, 4})).sum().backward();
+  for (auto& p : net.parameters()) CHECK(p.grad().defined());
+  net.zero_grad(false);
+  for (auto& p : net.parameters()) {
+    REQUIRE(p.grad().defined());
+    for (float v : p.grad().to_vector<float>()) CHECK(v == 0.0f);
+  }
+  net.zero_grad();
+  for (auto& p : net.parameters()) CHECK_FALSE(p.grad().defined());
+}

@@ -1,0 +1,158 @@
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+#include "graft.h"
+
+using namespace graft;
+
+namespace {
+Tensor param() { return tensor({1.0, -2.0}, dtype(kFloat64)).requires_grad_(); }
+// loss = 0.5 * sum(p^2), so grad = p.
+void backward_on(const Tensor& p) { (p * p).sum().mul(0.5).backward(); }
+
+template <class Opt>
+void run_and_check(Opt& opt, Tensor p, const std::vector<std::vector<double>>& expected) {
+  for (const auto& e : expected) {
+    opt.zero_grad();
+    backward_on(p);
+    opt.step();
+    auto v = p.to_vector<double>();
+    CHECK(v[0] == Approx(e[0]).epsilon(1e-12));
+    CHECK(v[1] == Approx(e[1]).epsilon(1e-12));
+    CHECK(p.is_leaf());
+    CHECK(p.requires_grad());
+  }
+}
+}  // namespace
+
+TEST_CASE("SGD without momentum: p -= lr * g") {
+  Tensor p = param();
+  optim::SGD opt({p}, 0.1);
+  run_and_check(opt, p, {{0.9, -1.8}, {0.81, -1.62}, {0.729, -1.458}});
+}
+
+TEST_CASE("SGD with momentum and weight decay: the first buffer is the gradient") {
+  Tensor p = param();
+  optim::SGD opt({p}, 0.1, 0.9, 0, 0.1);
+  run_and_check(opt, p, {{0.89, -1.78}, {0.6931, -1.3862}, {0.439649, -0.879298}});
+}
+
+TEST_CASE("SGD with nesterov momentum and weight decay") {
+  Tensor p = param();
+  optim::SGD opt({p}, 0.1, 0.9, 0, 0.1, true);
+  run_and_check(opt, p, {{0.791, -1.582}, {0.536581, -1.073162}, {0.273767471, -0.547534942}});
+  CHECK_THROWS(optim::SGD({p}, 0.1, 0, 0, 0, true));
+}
+
+TEST_CASE("SGD with dampening") {
+  Tensor p = param();
+  optim::SGD opt({p}, 0.1, 0.9, 0.5);
+  run_and_check(opt, p, {{0.9, -1.8}, {0.765, -1.53}, {0.60525, -1.2105}});
+}
+
+TEST_CASE("Adam with bias correction") {
+  Tensor p = param();
+  optim::Adam opt({p}, 0.1);
+  run_and_check(opt, p,
+                {{0.900000001, -1.9000000005},
+                 {0.8004122297123382, -1.8001664866210927},
+                 {0.701586274504415, -1.7006233928121137}});
+}
+
+TEST_CASE("Adam with L2 weight decay") {
+  Tensor p = param();
+  optim::Adam opt({p}, 0.1, {0.9, 0.999}, 1e-8, 0.1);
+  run_and_check(opt, p,
+                {{0.9000000009090909, -1.9000000004545454},
+                 {0.8004122295267845, -1.8001664865292035},
+                 {0.7015862742210723, -1.700623392672905}});
+}
+
+TEST_CASE("AdamW decouples weight decay (default 1e-2)") {
+  Tensor p = param();
+  optim::AdamW opt({p}, 0.1, {0.9, 0.999}, 1e-8, 0.1);
+  run_and_check(opt, p,
+                {{0.890000001, -1.8800000005},
+                 {0.7815718569541611, -1.7614089510885826},
+                 {0.6751012231892008, -1.6443686843220089}});
+  optim::AdamW dflt({p});
+  CHECK(dflt.weight_decay == 1e-2);
+  CHECK(dflt.lr() == 1e-3);
+}
+
+TEST_CASE("parameters with undefined grad are skipped; zero_grad clears or zeroes") {
+  Tensor a = param(), b = param();
+  optim::SGD opt({a, b}, 0.1, 0.9);
+  optim::Adam adam({a, b}, 0.1);
+  backward_on(a);
+  int64_t vb = b.version();
+  opt.step();
+  adam.step();
+  CHECK(b.to_vector<double>() == std::vector<double>{1.0, -2.0});
+  CHECK(b.version() == vb);
+  CHECK(a.to_vector<double>() != std::vector<double>{1.0, -2.0});
+  opt.zero_grad(false);
+  REQUIRE(a.grad().defined());
+  CHECK(a.grad().to_vector<double>() == std::vector<double>{0, 0});
+  opt.zero_grad();
+  CHECK_FALSE(a.grad().defined());
+  Tensor nonleaf = a * 2;
+  CHECK_THROWS_WITH(optim::SGD({nonleaf}, 0.1), Catch::Contains("non-leaf"));
+}
+
+TEST_CASE("learning rate get/set and schedulers") {
+  Tensor p = param();
+  optim::SGD opt({p}, 1.0);
+  opt.set_lr(0.5);
+  CHECK(opt.lr() == 0.5);
+  opt.set_lr(1.0);
+  optim::StepLR step(opt, 2, 0.5);
+  std::vector<double> seen;
+  for (int i = 0; i < 5; ++i) {
+    step.step();
+    seen.push_back(opt.lr());
+  }
+  CHECK(seen == std::vector<double>{1.0, 0.5, 0.5, 0.25, 0.25});
+
+  optim::Adam adam({p}, 1.0);
+  optim::CosineAnnealingLR cos(adam, 4, 0.1);
+  cos.step();
+  CHECK(adam.lr() == Approx(0.1 + 0.9 * (1 + std::cos(M_PI / 4)) / 2));
+  cos.step();
+  CHECK(adam.lr() == Approx(0.55));
+  cos.step();
+  cos.step();
+  CHECK(adam.lr() == Approx(0.1));
+  CHECK(cos.get_last_lr() == Approx(0.1));
+  CHECK(cos.last_epoch() == 4);
+}
+
+TEST_CASE("training smoke test: a 2-layer MLP separates a 2-D linear problem") {
+  manual_seed(42);
+  const int64_t n = 256;
+  Tensor x = randn({n, 2});
+  auto xv = x.to_vector<float>();
+  std::vector<int64_t> labels(n);
+  for (int64_t i = 0; i < n; ++i) labels[i] = xv[2 * i] + 2 * xv[2 * i + 1] > 0 ? 1 : 0;
+  Tensor y = tensor(labels, {n});
+
+  auto model = std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
+      std::make_shared<nn::Linear>(2, 16), std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(16, 2)});
+  optim::SGD opt(model->parameters(), 0.1, 0.9);
+  double first = 0, last = 0;
+  for (int step = 0; step < 200; ++step) {
+    opt.zero_grad();
+    Tensor loss = nn::functional::cross_entropy(model->forward(x), y);
+    loss.backward();
+    opt.step();
+    if (step == 0) first = loss.item<float>();
+    last = loss.item<float>();
+  }
+  INFO("first loss " << first << ", last loss " << last);
+  CHECK(first > 0.4);
+  CHECK(last < 0.1);
+  Tensor pred = model->forward(x).argmax(1);
+  double acc = pred.eq(y).to(kFloat64).mean().item<double>();
+  CHECK(acc > 0.97);
+}

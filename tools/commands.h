@@ -1,11 +1,27 @@
 #pragma once
 // One function per `graft` subcommand; graft_main.cpp wires them to CLI11.
+#include <cstdint>
 #include <string>
 
 namespace graft::tools {
 
 int run_info();
 int run_demo();
+struct TrainOptions {
+  std::string model = "mlp";
+  int64_t epochs = 1;
+  int64_t batch_size = 128;
+  double lr = 1e-3;
+  std::string optimizer = "adam";
+  std::string device = "cpu";
+  std::string checkpoint = "none";
+  bool save_on_cpu = false;
+  uint64_t seed = 0;
+  std::string save, metrics, plot;
+  std::string data = "/usr/share/datasets/fashion-mnist";
+};
+int run_train(const TrainOptions& options);
+int run_eval(const std::string& model, const std::string& path, const std::string& data_dir, const std::string& device);
 int run_bench(const std::string& filter, int repeat, const std::string& json, int threads);
 
 }  // namespace graft::tools

@@ -17,10 +17,40 @@ int main(int argc, char** argv) {
   bench->add_option("--repeat", repeat, "Timed repeats per workload (default: per workload)");
   bench->add_option("--json", json, "Also write the figures as JSON to this path");
   bench->add_option("--threads", threads, "Intra-op threads (default: all cores)");
-  CLI11_PARSE(app, argc, argv);
+  graft::tools::TrainOptions to;
+  auto* train = app.add_subcommand("train", "Train a model on Fashion-MNIST");
+  train->add_option("--model", to.model, "mlp or cnn")->check(CLI::IsMember({"mlp", "cnn"}))->capture_default_str();
+  train->add_option("--epochs", to.epochs, "Epochs")->check(CLI::PositiveNumber)->capture_default_str();
+  train->add_option("--batch-size", to.batch_size, "Batch size")->check(CLI::PositiveNumber)->capture_default_str();
+  train->add_option("--lr", to.lr, "Learning rate")->check(CLI::PositiveNumber)->capture_default_str();
+  train->add_option("--optimizer", to.optimizer, "sgd (momentum 0.9), adam or adamw")
+      ->check(CLI::IsMember({"sgd", "adam", "adamw"}))->capture_default_str();
+  train->add_option("--device", to.device, "cpu or cuda[:N]")->capture_default_str();
+  train->add_option("--checkpoint", to.checkpoint, "Activation checkpointing: none, sqrt or nested")
+      ->check(CLI::IsMember({"none", "sqrt", "nested"}))->capture_default_str();
+  train->add_flag("--save-on-cpu", to.save_on_cpu, "Keep saved activations on the CPU (SaveOnCpu)");
+  train->add_option("--seed", to.seed, "Random seed")->capture_default_str();
+  train->add_option("--save", to.save, "Write the trained weights (safetensors)");
+  train->add_option("--metrics", to.metrics, "Write per-step and per-epoch metrics as CSV");
+  train->add_option("--plot", to.plot, "Write an SVG chart of loss and accuracy");
+  train->add_option("--data", to.data, "Fashion-MNIST directory (IDX .gz files)")->capture_default_str();
+  std::string eval_model = "mlp", eval_load, eval_data = to.data, eval_device = "cpu";
+  auto* eval = app.add_subcommand("eval", "Evaluate saved weights on the Fashion-MNIST test set");
+  eval->add_option("--model", eval_model, "mlp or cnn")->check(CLI::IsMember({"mlp", "cnn"}))->capture_default_str();
+  eval->add_option("--load", eval_load, "Weights written by graft train --save")->required();
+  eval->add_option("--data", eval_data, "Fashion-MNIST directory")->capture_default_str();
+  eval->add_option("--device", eval_device, "cpu or cuda[:N]")->capture_default_str();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // CLI11 prints its message (or the help); any bad flag or value exits with 2, as usual for CLIs.
+    return app.exit(e) == 0 ? 0 : 2;
+  }
   try {
     if (*info) return graft::tools::run_info();
     if (*demo) return graft::tools::run_demo();
+    if (*train) return graft::tools::run_train(to);
+    if (*eval) return graft::tools::run_eval(eval_model, eval_load, eval_data, eval_device);
     if (*bench) return graft::tools::run_bench(filter, repeat, json, threads);
   } catch (const graft::Error& e) {
     std::cerr << "graft: error: " << e.what() << '\n';

@@ -1,0 +1,222 @@
+// `graft train` and `graft eval` on Fashion-MNIST.
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <sstream>
+
+#include "graft.h"
+#include "nn/data_loader.h"
+#include "nn/fashion_mnist.h"
+#include "nn/optim.h"
+#include "nn/serialize.h"
+#include "tools/commands.h"
+#include "tools/train_models.h"
+
+namespace graft::tools {
+
+namespace {
+
+using clk = std::chrono::steady_clock;
+double seconds_since(clk::time_point t) { return std::chrono::duration<double>(clk::now() - t).count(); }
+
+std::unique_ptr<optim::Optimizer> make_optimizer(const std::string& name, std::vector<Tensor> params, double lr) {
+  if (name == "sgd") return std::make_unique<optim::SGD>(std::move(params), lr, 0.9);
+  if (name == "adam") return std::make_unique<optim::Adam>(std::move(params), lr);
+  if (name == "adamw") return std::make_unique<optim::AdamW>(std::move(params), lr);
+  GRAFT_ERROR("train: unknown optimizer '", name, "' (expected sgd, adam or adamw)");
+}
+
+// Runs the model's layers plainly or under checkpointing.
+Tensor run_model(nn::Sequential& model, const Tensor& x, const std::string& checkpoint) {
+  if (checkpoint == "none") return model.forward(x);
+  std::vector<nn::Layer> layers;
+  for (const auto& m : model) layers.push_back([m](const Tensor& h) { return m->forward(h); });
+  if (checkpoint == "sqrt")
+    return nn::checkpoint_sequential(layers, std::max<int64_t>(1, std::lround(std::sqrt(layers.size()))), x);
+  return nn::checkpoint_nested(layers, x);
+}
+
+struct EvalResult {
+  double loss = 0, accuracy = 0;
+  std::vector<int64_t> confusion;  // [true * 10 + predicted]
+};
+
+EvalResult evaluate(nn::Sequential& model, const data::FashionMnist& test, Device device) {
+  NoGradGuard ng;
+  model.eval();
+  data::DataLoader loader(test, 1000);
+  EvalResult r;
+  r.confusion.assign(100, 0);
+  double loss_sum = 0;
+  int64_t correct = 0, n = 0;
+  while (auto b = loader.next()) {
+    Tensor x = b->images.to(device), y = b->labels.to(device);
+    Tensor logits = model.forward(x);
+    loss_sum += cross_entropy(logits, y, {}, "sum").item<float>();
+    auto pred = logits.argmax(1).to_vector<int64_t>();
+    auto truth = b->labels.to_vector<int64_t>();
+    for (size_t i = 0; i < pred.size(); ++i) {
+      correct += pred[i] == truth[i];
+      r.confusion[truth[i] * 10 + pred[i]]++;
+    }
+    n += static_cast<int64_t>(pred.size());
+  }
+  model.train();
+  r.loss = loss_sum / static_cast<double>(n);
+  r.accuracy = static_cast<double>(correct) / static_cast<double>(n);
+  return r;
+}
+
+// A self-contained SVG with the per-step training loss and the per-epoch test accuracy.
+void write_svg(const std::string& path, const std::vector<double>& step_loss, const std::vector<double>& acc) {
+  std::ofstream f(path);
+  GRAFT_CHECK(f.good(), "train: cannot write ", path);
+  const double W = 720, H = 360, L = 50, R = 50, T = 30, B = 40;
+  double maxl = 0;
+  for (double v : step_loss) maxl = std::max(maxl, v);
+  if (maxl <= 0) maxl = 1;
+  f << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << W << "\" height=\"" << H << "\" font-family=\"sans-serif\" font-size=\"12\">\n"
+    << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
+    << "<text x=\"" << L << "\" y=\"18\">training loss (blue, left axis) and test accuracy (orange, right axis)</text>\n"
+    << "<line x1=\"" << L << "\" y1=\"" << H - B << "\" x2=\"" << W - R << "\" y2=\"" << H - B << "\" stroke=\"black\"/>\n"
+    << "<line x1=\"" << L << "\" y1=\"" << T << "\" x2=\"" << L << "\" y2=\"" << H - B << "\" stroke=\"black\"/>\n"
+    << "<text x=\"5\" y=\"" << T + 4 << "\">" << maxl << "</text><text x=\"5\" y=\"" << H - B << "\">0</text>\n"
+    << "<text x=\"" << W - R + 5 << "\" y=\"" << T + 4 << "\">100%</text><text x=\"" << W - R + 5 << "\" y=\"" << H - B
+    << "\">0%</text>\n<text x=\"" << W / 2 << "\" y=\"" << H - 10 << "\">step</text>\n";
+  auto px = [&](double i, double n) { return L + (W - L - R) * (n > 1 ? i / (n - 1) : 0.5); };
+  f << "<polyline fill=\"none\" stroke=\"#1f77b4\" stroke-width=\"1\" points=\"";
+  for (size_t i = 0; i < step_loss.size(); ++i)
+    f << px(static_cast<double>(i), static_cast<double>(step_loss.size())) << ','
+      << T + (H - T - B) * (1 - step_loss[i] / maxl) << ' ';
+  f << "\"/>\n<polyline fill=\"none\" stroke=\"#ff7f0e\" stroke-width=\"2\" points=\"";
+  for (size_t i = 0; i < acc.size(); ++i)
+    f << px(static_cast<double>(i), static_cast<double>(acc.size())) << ',' << T + (H - T - B) * (1 - acc[i]) << ' ';
+  f << "\"/>\n";
+  for (size_t i = 0; i < acc.size(); ++i)
+    f << "<circle cx=\"" << px(static_cast<double>(i), static_cast<double>(acc.size())) << "\" cy=\""
+      << T + (H - T - B) * (1 - acc[i]) << "\" r=\"3\" fill=\"#ff7f0e\"/>\n";
+  f << "</svg>\n";
+}
+
+Device parse_device(const std::string& d) {
+  Device dev(d);
+  GRAFT_CHECK(!dev.is_cuda() || cuda_is_available(), "--device ", d,
+              ": no CUDA device is available (graft was built without CUDA, or there is no GPU)");
+  return dev;
+}
+
+}  // namespace
+
+int run_train(const TrainOptions& o) {
+  manual_seed(o.seed);
+  Device device = parse_device(o.device);
+  data::FashionMnist train_set(o.data, true), test_set(o.data, false);
+  auto model = make_model(o.model);
+  model->to(device);
+  auto opt = make_optimizer(o.optimizer, model->parameters(), o.lr);
+  data::DataLoader loader(train_set, o.batch_size, /*shuffle=*/true, /*drop_last=*/false, o.seed);
+  std::ofstream metrics;
+  if (!o.metrics.empty()) {
+    metrics.open(o.metrics);
+    GRAFT_CHECK(metrics.good(), "train: cannot write ", o.metrics);
+    metrics << "kind,epoch,step,loss,test_loss,test_accuracy,samples_per_s,seconds\n";
+  }
+  bool tty = isatty(fileno(stderr)) != 0;
+  std::printf("graft train: model %s, %lld epochs, batch %lld, %s lr %g, device %s, checkpoint %s%s, seed %llu\n",
+              o.model.c_str(), static_cast<long long>(o.epochs), static_cast<long long>(o.batch_size),
+              o.optimizer.c_str(), o.lr, device.str().c_str(), o.checkpoint.c_str(), o.save_on_cpu ? ", save-on-cpu" : "",
+              static_cast<unsigned long long>(o.seed));
+  reset_peak_memory_stats(kCPU);
+  std::vector<double> step_losses, accs;
+  int64_t steps = loader.num_batches(), global = 0;
+  for (int64_t epoch = 0; epoch < o.epochs; ++epoch) {
+    auto t0 = clk::now();
+    double loss_sum = 0;
+    int64_t seen = 0, step = 0;
+    loader.set_epoch(epoch);
+    while (auto b = loader.next()) {
+      Tensor x = b->images.to(device), y = b->labels.to(device);
+      Tensor loss;
+      {
+        std::unique_ptr<autograd::SaveOnCpu> keep_on_cpu;
+        if (o.save_on_cpu) keep_on_cpu = std::make_unique<autograd::SaveOnCpu>(device.is_cuda());
+        loss = cross_entropy(run_model(*model, x, o.checkpoint), y);
+      }
+      opt->zero_grad();
+      loss.backward();
+      opt->step();
+      double l = loss.item<float>();
+      loss_sum += l * static_cast<double>(b->labels.size(0));
+      seen += b->labels.size(0);
+      ++step;
+      ++global;
+      step_losses.push_back(l);
+      double el = seconds_since(t0), sps = static_cast<double>(seen) / el;
+      double eta = el / static_cast<double>(step) * static_cast<double>(steps - step);
+      if (metrics.is_open()) metrics << "step," << epoch + 1 << ',' << global << ',' << l << ",,," << sps << ',' << el << '\n';
+      if (tty) {
+        int width = 30, filled = static_cast<int>(width * step / steps);
+        std::fprintf(stderr, "\repoch %lld/%lld [%s%s] %lld/%lld loss %.4f %.0f samples/s ETA %.0fs ",
+                     static_cast<long long>(epoch + 1), static_cast<long long>(o.epochs), std::string(filled, '#').c_str(),
+                     std::string(width - filled, '.').c_str(), static_cast<long long>(step), static_cast<long long>(steps),
+                     l, sps, eta);
+      } else if (step % 100 == 0 || step == steps) {
+        std::fprintf(stderr, "epoch %lld/%lld step %lld/%lld loss %.4f %.0f samples/s ETA %.0fs\n",
+                     static_cast<long long>(epoch + 1), static_cast<long long>(o.epochs), static_cast<long long>(step),
+                     static_cast<long long>(steps), l, sps, eta);
+      }
+    }
+    if (tty) std::fprintf(stderr, "\n");
+    double train_time = seconds_since(t0);
+    EvalResult ev = evaluate(*model, test_set, device);
+    accs.push_back(ev.accuracy);
+    std::printf("epoch %lld: train loss %.4f, test loss %.4f, test accuracy %.2f%%, %.1f s\n",
+                static_cast<long long>(epoch + 1), loss_sum / static_cast<double>(seen), ev.loss, 100 * ev.accuracy,
+                train_time);
+    std::fflush(stdout);
+    if (metrics.is_open())
+      metrics << "epoch," << epoch + 1 << ',' << global << ',' << loss_sum / static_cast<double>(seen) << ','
+              << ev.loss << ',' << ev.accuracy << ',' << static_cast<double>(seen) / train_time << ',' << train_time << '\n';
+  }
+  MemoryStats ms = memory_stats(kCPU);
+  std::printf("peak memory: %.1f MiB allocated on cpu", static_cast<double>(ms.peak_allocated_bytes) / (1 << 20));
+  if (device.is_cuda())
+    std::printf(", %.1f MiB on %s", static_cast<double>(memory_stats(device).peak_allocated_bytes) / (1 << 20),
+                device.str().c_str());
+  std::printf("\n");
+  if (!o.save.empty()) {
+    model->to(kCPU);
+    nn::save(*model, o.save);
+    std::printf("saved %s\n", o.save.c_str());
+  }
+  if (!o.plot.empty()) write_svg(o.plot, step_losses, accs);
+  return 0;
+}
+
+int run_eval(const std::string& model_name, const std::string& path, const std::string& data_dir, const std::string& dev) {
+  Device device = parse_device(dev);
+  auto model = make_model(model_name);
+  nn::load(*model, path);
+  model->to(device);
+  data::FashionMnist test_set(data_dir, false);
+  EvalResult ev = evaluate(*model, test_set, device);
+  std::printf("test loss %.4f, test accuracy %.2f%%\n\nconfusion matrix (rows: true class, columns: predicted)\n",
+              ev.loss, 100 * ev.accuracy);
+  const auto& names = data::FashionMnist::class_names();
+  std::printf("%-12s", "");
+  for (int j = 0; j < 10; ++j) std::printf("%6d", j);
+  std::printf("\n");
+  for (int i = 0; i < 10; ++i) {
+    std::printf("%d %-10.10s", i, names[i].c_str());
+    for (int j = 0; j < 10; ++j) std::printf("%6lld", static_cast<long long>(ev.confusion[i * 10 + j]));
+    std::printf("\n");
+  }
+  return 0;
+}
+
+}  // namespace graft::tools

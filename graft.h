@@ -34,3 +34,4 @@
 #include "nn/flatten.h"
 #include "nn/sequential.h"
 #include "nn/optim.h"
+#include "nn/serialize.h"

@@ -46,7 +46,7 @@ Tensor randint(int64_t low, int64_t high, const Shape& sizes, TensorOptions o) {
   return finish(ops::randint(low, high, sizes, o.get_dtype(kInt64), o.get_device()), o);
 }
 static TensorOptions like(const Tensor& t, TensorOptions o) {
-  return o.dtype(o.get_dtype(t.dtype())).device(o.has_dtype() || o.get_device() != kCPU ? o.get_device() : t.device());
+  return o.dtype(o.get_dtype(t.dtype())).device(o.has_device() ? o.get_device() : t.device());
 }
 Tensor empty_like(const Tensor& t, TensorOptions o) { return empty(t.sizes(), like(t, o)); }
 Tensor zeros_like(const Tensor& t, TensorOptions o) { return zeros(t.sizes(), like(t, o)); }

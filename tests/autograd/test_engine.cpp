@@ -306,3 +306,16 @@ TEST_CASE("four threads run backward 100 times each on their own graphs") {
   for (auto& th : threads) th.join();
   CHECK(failures == 0);
 }
+
+TEST_CASE("destroying a hook handle does not remove the hook") {
+  Tensor a = leaf({1, 2}, {2});
+  int calls = 0;
+  {
+    HookHandle h = a.register_hook([&](const Tensor&) {
+      ++calls;
+      return Tensor();
+    });
+  }  // h is gone; the hook stays, as with torch's RemovableHandle
+  (a * 2).sum().backward();
+  CHECK(calls == 1);
+}

@@ -61,3 +61,13 @@ TEST_CASE("factories leave the version counter at zero") {
   CHECK(tensor({1, 2}).version() == 0);
   CHECK(arange(4).version() == 0);
 }
+
+TEST_CASE("options remember whether a device was given, so *_like keeps the source's device otherwise") {
+  CHECK_FALSE(TensorOptions{}.dtype(kInt64).has_device());
+  CHECK(TensorOptions{}.device(kCPU).has_device());
+  CHECK(dtype(kInt64).device(Device("cuda:0")).has_device());
+  Tensor x = ones({2}, dtype(kFloat64));
+  Tensor z = zeros_like(x, dtype(kInt64));
+  CHECK(z.device() == x.device());
+  CHECK(z.dtype() == kInt64);
+}

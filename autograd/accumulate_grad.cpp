@@ -1,5 +1,6 @@
 #include "autograd/accumulate_grad.h"
 
+#include "autograd/engine.h"
 #include "autograd/functional.h"
 #include "autograd/grad_mode.h"
 #include "ops/ops.h"
@@ -34,6 +35,22 @@ void accumulate_into_grad(const Tensor& t, Tensor grad) {
   } else {
     m.grad_ = graft::add(m.grad_, grad);
   }
+}
+
+bool accumulate_directly(const Edge& edge, const std::function<void(Tensor& grad)>& add) {
+  if (is_grad_enabled() || !edge.is_valid()) return false;
+  auto* acc = dynamic_cast<AccumulateGrad*>(edge.function.get());
+  if (acc == nullptr || acc->has_pre_hooks() || acc->has_post_hooks() || !task_runs_without_capture(acc)) return false;
+  const Tensor& v = acc->variable();
+  AutogradMeta* m = get_meta(v);
+  if (m == nullptr || !m->leaf_hooks_.empty()) return false;
+  std::lock_guard<std::mutex> lock(m->mutex_);
+  Tensor& g = m->grad_;
+  if (!g.defined() || tensor_requires_grad(g) || g.sizes() != v.sizes() || g.dtype() != v.dtype() ||
+      g.device() != v.device() || !g.is_contiguous())
+    return false;
+  add(g);
+  return true;
 }
 
 variable_list AccumulateGrad::apply(variable_list&& grads) {

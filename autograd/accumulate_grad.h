@@ -5,6 +5,8 @@
 #include "autograd/autograd_meta.h"
 #include "autograd/node.h"
 
+#include <functional>
+
 namespace graft::autograd {
 
 class AccumulateGrad final : public Node {
@@ -22,5 +24,18 @@ class AccumulateGrad final : public Node {
 Tensor run_leaf_hooks(const Tensor& leaf, Tensor grad);
 // Adds `grad` into t's .grad (steals `grad` when nothing else refers to it and grad mode is off).
 void accumulate_into_grad(const Tensor& t, Tensor grad);
+
+// Direct accumulation: a node whose gradient for `edge` is a fresh product (a weight's g^T x) can
+// add it straight into the leaf's existing .grad instead of returning a temporary for
+// AccumulateGrad to add: the same sum without a weight-sized buffer alive during backward.
+// `add(grad)` runs (under the leaf's lock) only when the result is indistinguishable from the
+// usual path, i.e. all of:
+// - grad mode is off (no create_graph: the accumulated grad keeps no history anyway);
+// - `edge` leads to an AccumulateGrad that this task runs without capturing (not grad(), not a
+//   backward(inputs=) that skips it) and that has no tensor hooks, retain_grad or post hooks,
+//   since those must see the gradient as a separate tensor;
+// - .grad exists, does not require grad, and is contiguous with the leaf's shape and dtype.
+// Returns whether it ran; the caller then returns an undefined gradient for `edge`.
+bool accumulate_directly(const Edge& edge, const std::function<void(Tensor& grad)>& add);
 
 }  // namespace graft::autograd

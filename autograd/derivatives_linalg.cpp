@@ -1,5 +1,6 @@
 // Derivatives of matrix products, convolution and pooling. matmul and linear on N-d inputs are
 // composed from mm/bmm and views, so their gradients (and higher orders) follow from those rules.
+#include "autograd/accumulate_grad.h"
 #include "autograd/derivatives_util.h"
 
 namespace graft {
@@ -10,16 +11,24 @@ namespace {
 
 Tensor S(OpNode& n, size_t i) { return n.saved_tensor(i); }
 
+// The gradient of input i as the product l @ r; added straight into input i's .grad when it is a
+// leaf whose grad exists (see accumulate_directly), so no weight-sized temporary is allocated.
+Tensor product_grad(OpNode& n, size_t i, const Tensor& l, const Tensor& r) {
+  if (accumulate_directly(n.next_edges()[i], [&](Tensor& acc) { ops::mm_accumulate_(acc, l, r); })) return Tensor();
+  return graft::mm(l, r);
+}
+
 // ---------------- the table ----------------
 variable_list d_mm(OpNode& n, const variable_list& g) {  // a [n,k], b [k,m]: g b^T, a^T g
-  return {n.needs(0) ? graft::mm(g[0], S(n, 1).t()) : Tensor(), n.needs(1) ? graft::mm(S(n, 0).t(), g[0]) : Tensor()};
+  return {n.needs(0) ? product_grad(n, 0, g[0], S(n, 1).t()) : Tensor(),
+          n.needs(1) ? product_grad(n, 1, S(n, 0).t(), g[0]) : Tensor()};
 }
 variable_list d_bmm(OpNode& n, const variable_list& g) {  // a [B,n,k], b [B,k,m]
   return {n.needs(0) ? graft::bmm(g[0], graft::transpose(S(n, 1), 1, 2)) : Tensor(),
           n.needs(1) ? graft::bmm(graft::transpose(S(n, 0), 1, 2), g[0]) : Tensor()};
 }
 variable_list d_linear(OpNode& n, const variable_list& g) {  // x [N,in], w [out,in], b [out]: g w, g^T x, sum_N g
-  return {n.needs(0) ? graft::mm(g[0], S(n, 1)) : Tensor(), n.needs(1) ? graft::mm(g[0].t(), S(n, 0)) : Tensor(),
+  return {n.needs(0) ? graft::mm(g[0], S(n, 1)) : Tensor(), n.needs(1) ? product_grad(n, 1, g[0].t(), S(n, 0)) : Tensor(),
           n.needs(2) ? graft::sum(g[0], {0}) : Tensor()};
 }
 variable_list d_conv2d(OpNode& n, const variable_list& g) {  // input, weight, bias

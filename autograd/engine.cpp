@@ -257,6 +257,14 @@ variable_list run_backward(const std::vector<Edge>& roots, variable_list root_gr
   return std::move(task.captured);
 }
 
+bool task_runs_without_capture(Node* sink) {
+  GraphTask* t = t_current_task;
+  if (t == nullptr) return false;
+  if (t->exec_info.empty()) return true;
+  auto it = t->exec_info.find(sink);
+  return it != t->exec_info.end() && it->second.needed && it->second.captures.empty();
+}
+
 namespace {
 
 variable_list make_root_grads(const std::vector<Tensor>& tensors, const std::vector<Tensor>& grads, const char* api) {

@@ -44,6 +44,9 @@ bool will_engine_execute_node(const std::shared_ptr<Node>& node);
 // first edge, which the task never visits, but the op's rule must still compute that gradient
 // whenever the base's gradient is wanted.
 void mark_node_needed(const std::shared_ptr<Node>& node);
+// True when the task running on this thread will run `sink` with the gradient it receives: the
+// node is on a requested path (or every node runs) and no gradient is captured there.
+bool task_runs_without_capture(Node* sink);
 // The graph task running on this thread (null outside a backward); for graph features.
 GraphTask* current_graph_task();
 // A per-task slot for graph features (multi-grad hooks, checkpoint) keyed by an owner pointer.

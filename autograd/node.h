@@ -81,6 +81,7 @@ class Node : public std::enable_shared_from_this<Node> {
   void run_pre_hooks(variable_list& grads);
   void run_post_hooks(const variable_list& grad_inputs, const variable_list& grad_outputs);
   bool has_post_hooks() const { return !post_hooks_.empty(); }
+  bool has_pre_hooks() const { return !pre_hooks_.empty() || !retains_grad_.empty(); }
 
  protected:
   std::vector<Edge> next_edges_;

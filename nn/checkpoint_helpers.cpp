@@ -28,6 +28,18 @@ Tensor nested(const Layers& layers, size_t lo, size_t hi, const Tensor& x, const
       x, opts);
 }
 
+// The right spine of the halving tree (the last half, its last half, ...) runs without a checkpoint
+// of its own; its left halves are nested checkpoints. Backward starts at the end, where the deepest
+// point of the recursion already holds every spine input at once, so keeping them from the
+// forward costs no extra peak memory, while checkpointing them would recompute N/2 + N/4 + ... = N
+// layers just to rebuild those same inputs. After forward, log2(N) inputs (and the last layer's
+// activations) are alive instead of one.
+Tensor spine(const Layers& layers, size_t lo, size_t hi, const Tensor& x, const autograd::CheckpointOptions& opts) {
+  if (hi - lo <= 1) return run_range(layers, lo, hi, x);
+  size_t mid = lo + (hi - lo) / 2;
+  return spine(layers, mid, hi, nested(layers, lo, mid, x, opts), opts);
+}
+
 }  // namespace
 
 Tensor checkpoint_sequential(const std::vector<Layer>& layers, int64_t segments, const Tensor& input,
@@ -48,7 +60,7 @@ Tensor checkpoint_sequential(const std::vector<Layer>& layers, int64_t segments,
 }
 
 Tensor checkpoint_nested(const std::vector<Layer>& layers, const Tensor& input, autograd::CheckpointOptions options) {
-  return nested(std::make_shared<const std::vector<Layer>>(layers), 0, layers.size(), input, options);
+  return spine(std::make_shared<const std::vector<Layer>>(layers), 0, layers.size(), input, options);
 }
 
 }  // namespace graft::nn

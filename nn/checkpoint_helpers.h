@@ -4,7 +4,9 @@
 //   activations are needed at once by backward): O(N/segments + segments) live activations for one
 //   extra forward. segments = sqrt(N) gives O(sqrt N) memory.
 // - checkpoint_nested: recursive halving. Each level keeps only its input, so O(log N) activations
-//   are alive at once, for O(N log N) recomputation.
+//   are alive at once, for O(N log N) recomputation. The right spine of the tree (the half that
+//   backward consumes first, recursively) is not checkpointed: its log2(N) inputs are held from the
+//   forward, which the peak of the recursion needs anyway, and N layers of recompute are saved.
 #include <functional>
 #include <vector>
 

@@ -108,9 +108,9 @@ struct MatmulPrimitive : du::CachedPrimitive {
 };
 
 std::shared_ptr<const MatmulPrimitive> matmul_primitive(const MatOperand& a, const MatOperand& b,
-                                                        const Shape& out_sizes, bool has_bias) {
+                                                        const Shape& out_sizes, bool has_bias, bool accumulate) {
   du::PrimitiveKey key(kKeyMatmul);
-  key.add(max_threads()).add(has_bias ? 1 : 0).add(a.sizes).add(a.strides).add(b.sizes).add(b.strides).add(out_sizes);
+  key.add(max_threads()).add(has_bias ? 1 : 0).add(accumulate ? 1 : 0).add(a.sizes).add(a.strides).add(b.sizes).add(b.strides).add(out_sizes);
   return du::get_or_create_as<MatmulPrimitive>(key, [&] {
     auto p = std::make_shared<MatmulPrimitive>();
     p->a_md = du::make_desc(a.sizes, a.strides, kFloat32);
@@ -123,14 +123,20 @@ std::shared_ptr<const MatmulPrimitive> matmul_primitive(const MatOperand& a, con
     }
     dnnl::matmul::desc d = has_bias ? dnnl::matmul::desc(p->a_md, p->b_md, p->bias_md, p->out_md)
                                     : dnnl::matmul::desc(p->a_md, p->b_md, p->out_md);
-    dnnl::matmul::primitive_desc pd(d, du::default_attr(), du::cpu_engine());
+    dnnl::primitive_attr attr = du::default_attr();
+    if (accumulate) {  // out += a @ b: the sum post-op reads the destination before writing it
+      dnnl::post_ops po;
+      po.append_sum(1.0f);
+      attr.set_post_ops(po);
+    }
+    dnnl::matmul::primitive_desc pd(d, attr, du::cpu_engine());
     p->prim = dnnl::matmul(pd);
     p->scratchpad = pd.scratchpad_desc();
     return p;
   });
 }
 
-void matmul_f32(MatOperand a, MatOperand b, const Shape& out_sizes, float* out, const Tensor& bias) {
+void matmul_f32(MatOperand a, MatOperand b, const Shape& out_sizes, float* out, const Tensor& bias, bool accumulate) {
   // Both operands read as size 1 in a batch dim where out is larger: oneDNN can only broadcast
   // one side, so give `a` its full batch shape (a copy, only for doubly expanded inputs).
   size_t nd = out_sizes.size();
@@ -152,7 +158,7 @@ void matmul_f32(MatOperand a, MatOperand b, const Shape& out_sizes, float* out, 
   prepare_for_dnnl(b);
   std::shared_ptr<const MatmulPrimitive> p;
   try {
-    p = matmul_primitive(a, b, out_sizes, bias.defined());
+    p = matmul_primitive(a, b, out_sizes, bias.defined(), accumulate);
   } catch (const dnnl::error&) {
     // A layout oneDNN rejects (e.g. overlapping batch strides): contiguous copies always work.
     materialize(a);
@@ -160,7 +166,7 @@ void matmul_f32(MatOperand a, MatOperand b, const Shape& out_sizes, float* out, 
     normalize_strides(a);
     normalize_strides(b);
     try {
-      p = matmul_primitive(a, b, out_sizes, bias.defined());
+      p = matmul_primitive(a, b, out_sizes, bias.defined(), accumulate);
     } catch (const dnnl::error& e) {
       GRAFT_ERROR("matmul: oneDNN failed for shapes ", shape_str(a.sizes), " and ", shape_str(b.sizes), ": ", e.what());
     }
@@ -183,9 +189,9 @@ int64_t row_grain(int64_t k, int64_t m) { return std::max<int64_t>(1, 65536 / st
 // C rows being updated stay in cache while every row of the block streams over them.
 template <class T>
 void gemm_rows(const T* A, int64_t sar, int64_t sac, const T* B, int64_t sbr, T* C, int64_t r0, int64_t r1,
-               int64_t k, int64_t m, const T* bias) {
+               int64_t k, int64_t m, const T* bias, bool accumulate) {
   constexpr int64_t kRowBlock = 8, kColBlock = 256, kDepthBlock = 128;
-  for (int64_t i = r0; i < r1; ++i) {
+  for (int64_t i = r0; i < r1 && !accumulate; ++i) {
     T* c = C + i * m;
     if (bias)
       std::memcpy(c, bias, sizeof(T) * static_cast<size_t>(m));
@@ -213,7 +219,7 @@ void gemm_rows(const T* A, int64_t sar, int64_t sac, const T* B, int64_t sbr, T*
 }
 
 template <class T>
-void matmul_loops(MatOperand a, MatOperand b, const Shape& out_sizes, T* out, const Tensor& bias) {
+void matmul_loops(MatOperand a, MatOperand b, const Shape& out_sizes, T* out, const Tensor& bias, bool accumulate) {
   // The inner loop walks B along m: give it unit stride (a copy of b only, never of a).
   if (b.strides.back() != 1 && b.cols() > 1) materialize(b);
   size_t nd = out_sizes.size();
@@ -242,18 +248,21 @@ void matmul_loops(MatOperand a, MatOperand b, const Shape& out_sizes, T* out, co
     while (r0 < r1) {
       int64_t bi = r0 / n, i0 = r0 % n, i1 = std::min(n, i0 + (r1 - r0));
       gemm_rows<T>(A + off_a[static_cast<size_t>(bi)], sar, sac, B + off_b[static_cast<size_t>(bi)], sbr,
-                   out + bi * n * m, i0, i1, k, m, bias_p);
+                   out + bi * n * m, i0, i1, k, m, bias_p, accumulate);
       r0 += i1 - i0;
     }
   });
 }
 
-// out (contiguous, `out_sizes` = batch + [n, m]) = a @ b (+ bias). a, b have out's rank.
-void matmul_core(MatOperand a, MatOperand b, const Shape& out_sizes, const Tensor& out, const Tensor& bias) {
+// out (contiguous, `out_sizes` = batch + [n, m]) = a @ b (+ bias), or out += a @ b when `accumulate`.
+// a, b have out's rank.
+void matmul_core(MatOperand a, MatOperand b, const Shape& out_sizes, const Tensor& out, const Tensor& bias,
+                 bool accumulate = false) {
   if (out.numel() == 0) return;
   unexpand_batch(a);
   unexpand_batch(b);
   if (a.cols() == 0) {
+    if (accumulate) return;  // adding an empty sum
     // An empty sum: zeros, or the bias broadcast over rows.
     if (bias.defined()) {
       dispatch_dtype(out.dtype(), "matmul", [&]<class T>() {
@@ -268,9 +277,9 @@ void matmul_core(MatOperand a, MatOperand b, const Shape& out_sizes, const Tenso
     return;
   }
   switch (out.dtype()) {
-    case DType::Float32: matmul_f32(std::move(a), std::move(b), out_sizes, static_cast<float*>(out.data_ptr()), bias); break;
-    case DType::Float64: matmul_loops<double>(std::move(a), std::move(b), out_sizes, static_cast<double*>(out.data_ptr()), bias); break;
-    case DType::Int64: matmul_loops<int64_t>(std::move(a), std::move(b), out_sizes, static_cast<int64_t*>(out.data_ptr()), bias); break;
+    case DType::Float32: matmul_f32(std::move(a), std::move(b), out_sizes, static_cast<float*>(out.data_ptr()), bias, accumulate); break;
+    case DType::Float64: matmul_loops<double>(std::move(a), std::move(b), out_sizes, static_cast<double*>(out.data_ptr()), bias, accumulate); break;
+    case DType::Int64: matmul_loops<int64_t>(std::move(a), std::move(b), out_sizes, static_cast<int64_t*>(out.data_ptr()), bias, accumulate); break;
     default: GRAFT_ERROR("matmul: unsupported dtype ", out.dtype());
   }
 }
@@ -304,6 +313,24 @@ Tensor mm_cpu(const Tensor& a, const Tensor& b) {
   Tensor out = new_tensor(out_sizes, a.dtype(), a.device());
   matmul_core(operand(a), operand(b), out_sizes, out, Tensor());
   return out;
+}
+
+// self [n, m] += a [n, k] @ b [k, m]. For a backward that adds a weight's gradient straight into
+// its .grad, so the [n, m] product never exists as a temporary.
+Tensor mm_accumulate_cpu(const Tensor& self, const Tensor& a, const Tensor& b) {
+  check_defined(self, "mm_accumulate_", "self");
+  check_operands(a, b, "mm_accumulate_");
+  GRAFT_CHECK(a.dim() == 2 && b.dim() == 2, "mm_accumulate_: expected 2-D tensors, got ", shape_str(a.sizes()),
+              " and ", shape_str(b.sizes()));
+  if (a.size(1) != b.size(0)) throw_cannot_multiply("mm_accumulate_", a, b, a.size(1), b.size(0));
+  Shape out_sizes{a.size(0), b.size(1)};
+  GRAFT_CHECK(self.sizes() == out_sizes && self.dtype() == a.dtype() && self.is_contiguous(),
+              "mm_accumulate_: self must be a contiguous ", a.dtype(), " tensor of shape ", shape_str(out_sizes),
+              ", got ", describe(self));
+  GRAFT_CHECK(!self.is_alias_of(a) && !self.is_alias_of(b),
+              "mm_accumulate_: self must not share memory with the operands (", describe(self), ")");
+  matmul_core(operand(a), operand(b), out_sizes, self, Tensor(), /*accumulate=*/true);
+  return self;
 }
 
 // [B, n, k] x [B, k, m] -> [B, n, m]
@@ -411,10 +438,12 @@ Tensor linear_cpu(const Tensor& x, const Tensor& w, const Tensor& bias) {
 
 GRAFT_DEFINE_OP("mm(Tensor self, Tensor mat2) -> Tensor");
 GRAFT_DEFINE_OP("bmm(Tensor self, Tensor mat2) -> Tensor");
+GRAFT_DEFINE_OP("mm_accumulate_(Tensor(a!) self, Tensor mat1, Tensor mat2) -> Tensor(a!)");
 GRAFT_DEFINE_OP("matmul(Tensor self, Tensor other) -> Tensor");
 GRAFT_DEFINE_OP("linear(Tensor input, Tensor weight, Tensor? bias) -> Tensor");
 GRAFT_KERNEL("mm", CPU, mm_cpu);
 GRAFT_KERNEL("bmm", CPU, bmm_cpu);
+GRAFT_KERNEL("mm_accumulate_", CPU, mm_accumulate_cpu);
 GRAFT_KERNEL("matmul", CPU, matmul_cpu);
 GRAFT_KERNEL("linear", CPU, linear_cpu);
 
@@ -425,6 +454,11 @@ namespace ops {
 Tensor mm(const Tensor& a, const Tensor& b) {
   GRAFT_OP_HANDLE(op, "mm");
   return call_op(op, a, b)[0];
+}
+Tensor& mm_accumulate_(Tensor& self, const Tensor& a, const Tensor& b) {
+  GRAFT_OP_HANDLE(op, "mm_accumulate_");
+  call_op(op, self, a, b);
+  return self;
 }
 Tensor bmm(const Tensor& a, const Tensor& b) {
   GRAFT_OP_HANDLE(op, "bmm");

@@ -156,6 +156,7 @@ Tensor sum_to(const Tensor& grad, const Shape& shape);
 // ---- linear algebra (oneDNN on CPU) ----
 Tensor mm(const Tensor& a, const Tensor& b);         // [n,k] x [k,m]
 Tensor bmm(const Tensor& a, const Tensor& b);        // [B,n,k] x [B,k,m]
+Tensor& mm_accumulate_(Tensor& self, const Tensor& a, const Tensor& b);  // self[n,m] += a[n,k] @ b[k,m]
 Tensor matmul(const Tensor& a, const Tensor& b);     // torch.matmul semantics incl. 1-D and batch broadcast
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b = {});  // x @ w^T + b
 

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <numbers>
 #include <string>
+#include <type_traits>
 
 #include "ops/kernel_utils.h"
 #include "ops/ops.h"
@@ -90,6 +91,23 @@ struct Sign {
 
 template <class T> T sigmoid_value(T v) { return T(1) / (T(1) + std::exp(-v)); }
 
+// float tanh through one double exp: glibc's tanhf costs ~25 ns an element, exp ~4 ns, and this
+// form rounds to the same float as tanh computed in double over the whole range (checked on a
+// 1e-5 grid over [-12, 12] and down to 1e-12). Near 0 the exp form would cancel, so a cubic
+// Taylor term takes over (its next term is below 2^-40 relative there); past 9.1 the result
+// rounds to +-1 anyway. NaN stays NaN through the exp branch.
+template <class T> T tanh_value(T v) {
+  if constexpr (std::is_same_v<T, float>) {
+    double a = std::fabs(static_cast<double>(v)), r;
+    if (a < 1e-4) r = a - a * a * a / 3.0;
+    else if (a > 9.1) r = 1.0;
+    else r = 1.0 - 2.0 / (std::exp(2.0 * a) + 1.0);
+    return static_cast<float>(std::copysign(r, static_cast<double>(v)));
+  } else {
+    return std::tanh(v);
+  }
+}
+
 Tensor neg_cpu(const Tensor& x) {
   check_defined(x, "neg", "self");
   check_not_bool(x, "neg", kNegBoolHint);
@@ -123,7 +141,7 @@ Tensor exp_cpu(const Tensor& x) { return floating_unary("exp", x, [](auto v) { r
 Tensor log_cpu(const Tensor& x) { return floating_unary("log", x, [](auto v) { return std::log(v); }); }
 Tensor sin_cpu(const Tensor& x) { return floating_unary("sin", x, [](auto v) { return std::sin(v); }); }
 Tensor cos_cpu(const Tensor& x) { return floating_unary("cos", x, [](auto v) { return std::cos(v); }); }
-Tensor tanh_cpu(const Tensor& x) { return floating_unary("tanh", x, [](auto v) { return std::tanh(v); }); }
+Tensor tanh_cpu(const Tensor& x) { return floating_unary("tanh", x, [](auto v) { return tanh_value(v); }); }
 Tensor sigmoid_cpu(const Tensor& x) { return floating_unary("sigmoid", x, [](auto v) { return sigmoid_value(v); }); }
 Tensor sqrt_cpu(const Tensor& x) { return floating_unary("sqrt", x, [](auto v) { return std::sqrt(v); }); }
 Tensor rsqrt_cpu(const Tensor& x) {

@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include <atomic>
+#include <cmath>
 #include <thread>
 
 #include "graft.h"
@@ -318,4 +319,68 @@ TEST_CASE("destroying a hook handle does not remove the hook") {
   }  // h is gone; the hook stays, as with torch's RemovableHandle
   (a * 2).sum().backward();
   CHECK(calls == 1);
+}
+
+namespace {
+bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol) {
+  std::vector<float> x = a.contiguous().to_vector<float>(), y = b.contiguous().to_vector<float>();
+  if (x.size() != y.size()) return false;
+  for (size_t i = 0; i < x.size(); ++i)
+    if (std::fabs(x[i] - y[i]) > atol + rtol * std::fabs(y[i])) return false;
+  return true;
+}
+}  // namespace
+
+TEST_CASE("a weight's gradient is added straight into an existing .grad, without a weight-sized temporary") {
+  const int64_t n = 512;  // weight 512 x 512 float32 = 1 MiB
+  Tensor w = (randn({n, n}) * 0.05).requires_grad_();
+  Tensor b = zeros({n}).requires_grad_();
+  Tensor x = randn({4, n});
+  auto step = [&] { linear(x, w, b).tanh().sum().backward(); };
+  auto expected_grad = [&] {  // g^T x computed by hand, g = 1 - tanh^2
+    NoGradGuard ng;
+    Tensor y = linear(x, w.detach(), b.detach()).tanh();
+    return (1 - y * y).t().mm(x);
+  };
+  step();  // first backward: .grad is created (the product's buffer is stolen)
+  Tensor g1 = w.grad().clone();
+  CHECK(allclose(g1, expected_grad(), 1e-5, 1e-6));
+
+  int64_t base = memory_stats(kCPU).allocated_bytes;
+  reset_peak_memory_stats(kCPU);
+  Tensor grad_before = w.grad();
+  step();  // second: accumulated in place, no [512, 512] temporary
+  int64_t peak = memory_stats(kCPU).peak_allocated_bytes - base;
+  INFO("peak above the step's start " << peak << " bytes");
+  CHECK(peak < n * n * 4);
+  CHECK(w.grad().is_same(grad_before));
+  CHECK(allclose(w.grad(), g1 * 2, 1e-5, 1e-6));
+
+  SECTION("a hook on the weight sees its gradient as a tensor of its own") {
+    int calls = 0;
+    w.register_hook([&](const Tensor& g) {
+      ++calls;
+      CHECK(allclose(g, g1, 1e-5, 1e-6));
+      return Tensor();
+    });
+    step();
+    CHECK(calls == 1);
+    CHECK(allclose(w.grad(), g1 * 3, 1e-5, 1e-6));
+  }
+  SECTION("grad() captures instead of accumulating") {
+    Tensor before = w.grad().clone();
+    auto gs = grad({linear(x, w, b).tanh().sum()}, {w});
+    CHECK(allclose(gs[0], g1, 1e-5, 1e-6));
+    CHECK(w.grad().to_vector<float>() == before.to_vector<float>());
+  }
+  SECTION("backward(inputs=) that skips the weight leaves its .grad alone") {
+    Tensor before = w.grad().clone();
+    backward({linear(x, w, b).tanh().sum()}, {}, std::nullopt, false, {b});
+    CHECK(w.grad().to_vector<float>() == before.to_vector<float>());
+  }
+  SECTION("create_graph keeps the usual out-of-place accumulation with history") {
+    linear(x, w, b).tanh().sum().backward({}, std::nullopt, true);
+    CHECK(w.grad().requires_grad());
+    CHECK(allclose(w.grad().detach(), g1 * 3, 1e-5, 1e-6));
+  }
 }

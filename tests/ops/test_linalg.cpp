@@ -281,3 +281,25 @@ TEST_CASE("mixed or unsupported dtypes are errors naming both dtypes") {
   Tensor t = ops::full({2, 2}, true, kBool);
   CHECK_THROWS_WITH(ops::mm(t, t), Catch::Contains("not implemented for bool"));
 }
+
+TEST_CASE("mm_accumulate_ adds a product into a matrix in float32 and float64") {
+  for (DType dt : {kFloat32, kFloat64}) {
+    Tensor a = randn({37, 19}).to(dt), b = randn({23, 37}).to(dt);  // a^T @ b^T: transposed operands read in place
+    Tensor acc = randn({19, 23}).to(dt);
+    Tensor want = acc + ops::mm(a.t(), b.t());
+    Tensor same = acc;
+    ops::mm_accumulate_(acc, a.t(), b.t());
+    CHECK(acc.is_same(same));
+    std::vector<double> got = values(acc), ref = values(want);
+    for (size_t i = 0; i < ref.size(); ++i) CHECK(got[i] == Approx(ref[i]).epsilon(1e-5).margin(1e-5));
+  }
+  Tensor acc = zeros({2, 3});
+  CHECK_THROWS_WITH(ops::mm_accumulate_(acc, randn({2, 4}), randn({5, 3})), Catch::Contains("cannot be multiplied"));
+  CHECK_THROWS_WITH(ops::mm_accumulate_(acc, randn({2, 4}), randn({4, 4})),
+                    Catch::Contains("mm_accumulate_") && Catch::Contains("[2, 4]"));
+  Tensor t = zeros({3, 2});
+  Tensor tt = t.t();
+  CHECK_THROWS_WITH(ops::mm_accumulate_(tt, randn({2, 4}), randn({4, 3})), Catch::Contains("contiguous"));
+  Tensor sq = zeros({3, 3});
+  CHECK_THROWS_WITH(ops::mm_accumulate_(sq, sq, randn({3, 3})), Catch::Contains("share memory"));
+}

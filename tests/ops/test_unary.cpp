@@ -362,3 +362,26 @@ TEST_CASE("sigmoid_backward and tanh_backward use the saved output") {
 TEST_CASE("unary ops on undefined tensors throw") {
   CHECK_THROWS_WITH(ops::exp(Tensor()), Contains("exp") || Contains("undefined"));
 }
+
+TEST_CASE("float32 tanh rounds like tanh computed in double, keeps signs, NaN and the saturation") {
+  std::vector<float> v;
+  for (float x = -10.f; x < 10.f; x += 0.000731f) v.push_back(x);
+  for (float x = 1e-12f; x < 1e-2f; x *= 1.01f) {
+    v.push_back(x);
+    v.push_back(-x);
+  }
+  v.push_back(0.f);
+  v.push_back(-0.f);
+  Tensor y = graft::tanh(graft::tensor(v, {static_cast<int64_t>(v.size())}));
+  std::vector<float> got = y.to_vector<float>();
+  size_t mismatches = 0;
+  for (size_t i = 0; i < v.size(); ++i) mismatches += got[i] != static_cast<float>(std::tanh(static_cast<double>(v[i])));
+  CHECK(mismatches == 0);
+  CHECK(std::signbit(got[got.size() - 1]));
+  std::vector<float> special = graft::tanh(graft::tensor(std::vector<float>{INFINITY, -INFINITY, NAN, 50.f}, {4}))
+                                   .to_vector<float>();
+  CHECK(special[0] == 1.f);
+  CHECK(special[1] == -1.f);
+  CHECK(std::isnan(special[2]));
+  CHECK(special[3] == 1.f);
+}

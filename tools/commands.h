@@ -16,12 +16,15 @@ struct TrainOptions {
   std::string device = "cpu";
   std::string checkpoint = "none";
   bool save_on_cpu = false;
+  std::string schedule = "cosine";
+  bool normalize = true;
   uint64_t seed = 0;
   std::string save, metrics, plot;
   std::string data = "/usr/share/datasets/fashion-mnist";
 };
 int run_train(const TrainOptions& options);
-int run_eval(const std::string& model, const std::string& path, const std::string& data_dir, const std::string& device);
+int run_eval(const std::string& model, const std::string& path, const std::string& data_dir, const std::string& device,
+             bool normalize);
 int run_bench(const std::string& filter, int repeat, const std::string& json, int threads);
 
 }  // namespace graft::tools

@@ -13,7 +13,7 @@ int main(int argc, char** argv) {
   auto* bench = app.add_subcommand("bench", "Time the benchmark workloads (name value unit, median of repeats)");
   std::string filter = ".*", json;
   int repeat = 0, threads = 0;
-  bench->add_option("--filter", filter, "Regex over workload names (engine, mlp, cnn, matmul1024, elementwise_add, deep_mlp)");
+  bench->add_option("--filter", filter, "Regex over workload names (engine, mlp, cnn, matmul1024, elementwise_add, deep_mlp, train_epoch)");
   bench->add_option("--repeat", repeat, "Timed repeats per workload (default: per workload)");
   bench->add_option("--json", json, "Also write the figures as JSON to this path");
   bench->add_option("--threads", threads, "Intra-op threads (default: all cores)");
@@ -28,6 +28,10 @@ int main(int argc, char** argv) {
   train->add_option("--device", to.device, "cpu or cuda[:N]")->capture_default_str();
   train->add_option("--checkpoint", to.checkpoint, "Activation checkpointing: none, sqrt or nested")
       ->check(CLI::IsMember({"none", "sqrt", "nested"}))->capture_default_str();
+  train->add_option("--schedule", to.schedule, "Learning-rate schedule per step: none, cosine (to 0 over the run) or step (x0.1 each epoch)")
+      ->check(CLI::IsMember({"none", "cosine", "step"}))->capture_default_str();
+  train->add_flag("--normalize,!--no-normalize", to.normalize,
+                  "Standardise pixels with the training set's mean and std (0.2860, 0.3530); on by default");
   train->add_flag("--save-on-cpu", to.save_on_cpu, "Keep saved activations on the CPU (SaveOnCpu)");
   train->add_option("--seed", to.seed, "Random seed")->capture_default_str();
   train->add_option("--save", to.save, "Write the trained weights (safetensors)");
@@ -40,6 +44,9 @@ int main(int argc, char** argv) {
   eval->add_option("--load", eval_load, "Weights written by graft train --save")->required();
   eval->add_option("--data", eval_data, "Fashion-MNIST directory")->capture_default_str();
   eval->add_option("--device", eval_device, "cpu or cuda[:N]")->capture_default_str();
+  bool eval_normalize = true;
+  eval->add_flag("--normalize,!--no-normalize", eval_normalize,
+                 "Standardise pixels as graft train does (give --no-normalize if it trained with it)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -50,7 +57,7 @@ int main(int argc, char** argv) {
     if (*info) return graft::tools::run_info();
     if (*demo) return graft::tools::run_demo();
     if (*train) return graft::tools::run_train(to);
-    if (*eval) return graft::tools::run_eval(eval_model, eval_load, eval_data, eval_device);
+    if (*eval) return graft::tools::run_eval(eval_model, eval_load, eval_data, eval_device, eval_normalize);
     if (*bench) return graft::tools::run_bench(filter, repeat, json, threads);
   } catch (const graft::Error& e) {
     std::cerr << "graft: error: " << e.what() << '\n';

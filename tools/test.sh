@@ -7,6 +7,9 @@ bash tools/deps.sh || exit 1
 [ -d /usr/local/cuda/bin ] && export PATH="/usr/local/cuda/bin:$PATH"
 builddir=${GRAFT_BUILDDIR:-build}
 opts=(-Dbuildtype=release)
+# With nvcc present the CUDA backend must build (a compile error fails CI instead of silently
+# dropping the backend); without it the build is CPU-only.
+command -v nvcc >/dev/null && opts+=(-Dcuda=enabled)
 if [ "${1:-}" = "--sanitize" ]; then
   builddir=${GRAFT_BUILDDIR:-build-asan}
   # CUDA device code cannot run here and nvcc does not take the sanitizer flags: leave it out.

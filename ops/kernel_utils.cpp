@@ -6,8 +6,8 @@ Tensor new_tensor(const Shape& sizes, DType dtype, Device device, bool pinned) {
   for (int64_t s : sizes)
     GRAFT_CHECK(s >= 0, "empty: negative dimension in size ", shape_str(sizes));
   size_t nbytes = static_cast<size_t>(shape_numel(sizes)) * element_size(dtype);
-  Allocator* alloc = pinned ? get_pinned_host_allocator() : get_allocator(device);
-  auto storage = std::make_shared<Storage>(nbytes, alloc, pinned);
+  auto storage = pinned ? std::make_shared<Storage>(nbytes, get_pinned_host_allocator(), true)
+                        : std::make_shared<Storage>(get_allocator(device)->allocate_on(device, nbytes), nbytes);
   return Tensor(std::make_shared<TensorImpl>(std::move(storage), dtype, sizes));
 }
 
@@ -24,7 +24,8 @@ Tensor new_strided(const Shape& sizes, const Shape& strides, DType dtype, Device
   }
   if (span != 0)
     for (size_t i = 0; i < sizes.size(); ++i) span += (sizes[i] - 1) * strides[i];
-  auto storage = std::make_shared<Storage>(static_cast<size_t>(span) * element_size(dtype), get_allocator(device));
+  size_t nbytes = static_cast<size_t>(span) * element_size(dtype);
+  auto storage = std::make_shared<Storage>(get_allocator(device)->allocate_on(device, nbytes), nbytes);
   return Tensor(std::make_shared<TensorImpl>(std::move(storage), dtype, sizes, strides, 0));
 }
 

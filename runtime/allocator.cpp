@@ -96,8 +96,8 @@ Allocator* get_pinned_host_allocator() {
 }
 Allocator* set_pinned_host_allocator(Allocator* alloc) { return g_pinned.exchange(alloc); }
 
-MemoryStats memory_stats(Device device) { return get_allocator(device)->stats(); }
-void reset_peak_memory_stats(Device device) { get_allocator(device)->reset_peak_stats(); }
+MemoryStats memory_stats(Device device) { return get_allocator(device)->stats_on(device); }
+void reset_peak_memory_stats(Device device) { get_allocator(device)->reset_peak_stats_on(device); }
 void empty_cache(Device device) { get_allocator(device)->empty_cache(); }
 
 }  // namespace graft

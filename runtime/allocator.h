@@ -45,6 +45,12 @@ class Allocator {
   virtual void reset_peak_stats() = 0;
   // Returns cached-but-unused memory to the system; a no-op for non-caching allocators.
   virtual void empty_cache() {}
+  // Device-addressed forms. An allocator serving several devices of one type (CUDA: one pool per
+  // GPU) overrides them, so a tensor made for cuda:1 lands on cuda:1 whatever the current device
+  // is; single-device allocators keep these defaults.
+  virtual DataPtr allocate_on(Device device, size_t nbytes) { return allocate(nbytes); }
+  virtual MemoryStats stats_on(Device device) const { return stats(); }
+  virtual void reset_peak_stats_on(Device device) { reset_peak_stats(); }
 };
 
 // The allocator used for new storages on `device` (the CPU one is always present).

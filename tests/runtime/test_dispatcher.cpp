@@ -148,6 +148,10 @@ Tensor first_of_two(const Tensor& a, const Tensor& b) { return a; }
 GRAFT_DEFINE_OP("graft_test_two(Tensor a, Tensor b) -> Tensor");
 GRAFT_KERNEL("graft_test_two", CPU, first_of_two);
 GRAFT_KERNEL("graft_test_two", CUDA, first_of_two);
+// A CPU-only op: every library op has a CUDA kernel when graft is built with CUDA.
+GRAFT_DEFINE_OP("graft_test_cpu_only(Tensor a) -> Tensor");
+Tensor identity(const Tensor& a) { return a; }
+GRAFT_KERNEL("graft_test_cpu_only", CPU, identity);
 }  // namespace
 
 TEST_CASE("ops on tensors from different devices are an error naming both devices") {
@@ -162,7 +166,9 @@ TEST_CASE("ops on tensors from different devices are an error naming both device
   // Same-device calls pick the kernel of that device.
   CHECK(call_op(op, b, b)[0].is_same(b));
   // An op with no kernel for the device says so.
-  CHECK_THROWS_WITH(ops::fill_(b, 1.0), Catch::Contains("fill_: no kernel for device cuda:0"));
+  GRAFT_OP_HANDLE(cpu_only, "graft_test_cpu_only");
+  CHECK(call_op(cpu_only, a)[0].is_same(a));
+  CHECK_THROWS_WITH(call_op(cpu_only, b), Catch::Contains("graft_test_cpu_only: no kernel for device cuda:0"));
 }
 
 TEST_CASE("unknown ops and missing kernels give clear errors") {

@@ -1,0 +1,30 @@
+#pragma once
+// Device side of layer_norm over x seen as [M, N] (M rows of N normalised elements).
+//   forward:  mean = sum(x) / N, rstd = 1 / sqrt(sum((x - mean)^2) / N + eps)
+//             y = (x - mean) * rstd * w + b       (in T, as the CPU kernel; stats in double)
+//   backward: g = dy * w, xhat = (x - mean) * rstd
+//             dx = rstd * (g - mean(g) - xhat * mean(g * xhat))
+//             dw = sum over rows of dy * xhat, db = sum over rows of dy
+// dw/db are summed per fixed piece of rows into scratch and the pieces added in order, so the
+// result is deterministic (no atomics). Plain launch functions over raw, contiguous device
+// pointers; they launch on `stream` and check the launch. dtype is float32 or float64.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "runtime/dtype.h"
+
+namespace graft::cuda {
+
+// w, b may be null. mean, rstd: [M].
+void launch_layer_norm_forward(const void* x, const void* w, const void* b, void* y, void* mean, void* rstd,
+                               DType dtype, int64_t M, int64_t N, double eps, cudaStream_t stream);
+
+// Bytes of device scratch launch_layer_norm_backward needs when dw or db is wanted.
+int64_t layer_norm_backward_scratch_bytes(int64_t M, int64_t N);
+// w may be null; dw, db may be null (not wanted).
+void launch_layer_norm_backward(const void* dy, const void* x, const void* mean, const void* rstd, const void* w,
+                                void* dx, void* dw, void* db, DType dtype, int64_t M, int64_t N, void* scratch,
+                                cudaStream_t stream);
+
+}  // namespace graft::cuda

@@ -1,0 +1,155 @@
+// Random fills: one thread per Philox block, writing the block's 1, 2 or 4 elements. The
+// arithmetic after the draw uses explicit round-to-nearest intrinsics (no fused multiply-add), so
+// uniform, integer and Bernoulli values are bit-identical to the CPU's; normal values go through
+// the device's log1p/cos, which may differ from the host libm in the last bit.
+#include "cuda/kernels/random.h"
+
+#include "cuda/kernels/elementwise.cuh"
+
+namespace graft::cuda {
+namespace {
+
+constexpr double kTwoPi = 6.283185307179586476925286766559;
+
+// The CPU's philox4x32 (runtime/generator.cpp) with subsequence 0.
+__device__ __forceinline__ uint4 philox(uint64_t seed, uint64_t ctr) {
+  constexpr uint32_t kM0 = 0xD2511F53, kM1 = 0xCD9E8D57, kW0 = 0x9E3779B9, kW1 = 0xBB67AE85;
+  uint32_t c0 = static_cast<uint32_t>(ctr), c1 = static_cast<uint32_t>(ctr >> 32), c2 = 0, c3 = 0;
+  uint32_t k0 = static_cast<uint32_t>(seed), k1 = static_cast<uint32_t>(seed >> 32);
+#pragma unroll
+  for (int r = 0; r < 10; ++r) {
+    uint32_t hi0 = __umulhi(kM0, c0), lo0 = kM0 * c0;
+    uint32_t hi1 = __umulhi(kM1, c2), lo1 = kM1 * c2;
+    uint32_t n0 = hi1 ^ c1 ^ k0, n1 = lo1, n2 = hi0 ^ c3 ^ k1, n3 = lo0;
+    c0 = n0;
+    c1 = n1;
+    c2 = n2;
+    c3 = n3;
+    k0 += kW0;
+    k1 += kW1;
+  }
+  return make_uint4(c0, c1, c2, c3);
+}
+
+__device__ __forceinline__ uint32_t word(const uint4& w, int k) {
+  return k == 0 ? w.x : k == 1 ? w.y : k == 2 ? w.z : w.w;
+}
+
+// runtime/generator.h's uint_to_unit_float / uint_to_unit_double.
+__device__ __forceinline__ float unit_float(uint32_t x) { return static_cast<float>(x >> 8) * (1.0f / 16777216.0f); }
+__device__ __forceinline__ double unit_double(uint32_t hi, uint32_t lo) {
+  uint64_t v = (static_cast<uint64_t>(hi) << 32 | lo) >> 11;
+  return static_cast<double>(v) * (1.0 / 9007199254740992.0);
+}
+
+__device__ __forceinline__ double affine(double a, double scale, double u) { return __dadd_rn(a, __dmul_rn(scale, u)); }
+
+__device__ __forceinline__ double box_muller(double u1, double u2) {
+  return __dmul_rn(::sqrt(__dmul_rn(-2.0, ::log1p(-u1))), ::cos(__dmul_rn(kTwoPi, u2)));
+}
+
+template <class T>
+__device__ __forceinline__ T from_bit(bool b) {
+  return static_cast<T>(b ? 1 : 0);
+}
+
+enum class Dist { Uniform, Normal, RandomInt, Bernoulli };
+
+struct DistParams {
+  double a = 0, b = 0;  // uniform: from, to - from; normal: mean, std; bernoulli: p
+  int64_t low = 0;
+  uint64_t range = 1;
+};
+
+template <Dist D, class T>
+constexpr int per_block() {
+  if constexpr (D == Dist::Uniform) return std::is_same_v<T, float> ? 4 : 2;
+  else if constexpr (D == Dist::Normal) return std::is_same_v<T, float> ? 2 : 1;
+  else if constexpr (D == Dist::RandomInt) return 2;
+  else return 4;
+}
+
+// out[n]: block j covers elements [j * per_block, (j + 1) * per_block).
+template <Dist D, class T>
+__global__ void __launch_bounds__(kElemThreads)
+    philox_fill_kernel(T* out, int64_t n, int64_t nblocks, uint64_t seed, uint64_t base, DistParams p) {
+  constexpr int kPer = per_block<D, T>();
+  int64_t tid = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t j = tid; j < nblocks; j += stride) {
+    uint4 w = philox(seed, base + static_cast<uint64_t>(j));
+#pragma unroll
+    for (int e = 0; e < kPer; ++e) {
+      int64_t i = j * kPer + e;
+      if (i >= n) break;
+      if constexpr (D == Dist::Uniform) {
+        if constexpr (std::is_same_v<T, float>) out[i] = static_cast<float>(affine(p.a, p.b, unit_float(word(w, e))));
+        else out[i] = static_cast<T>(affine(p.a, p.b, unit_double(word(w, 2 * e), word(w, 2 * e + 1))));
+      } else if constexpr (D == Dist::Normal) {
+        if constexpr (std::is_same_v<T, float>) {
+          double z = box_muller(unit_float(word(w, 2 * e)), unit_float(word(w, 2 * e + 1)));
+          out[i] = static_cast<float>(affine(p.a, p.b, z));
+        } else {
+          out[i] = static_cast<T>(affine(p.a, p.b, box_muller(unit_double(w.x, w.y), unit_double(w.z, w.w))));
+        }
+      } else if constexpr (D == Dist::RandomInt) {
+        uint64_t v = (static_cast<uint64_t>(word(w, 2 * e)) << 32) | word(w, 2 * e + 1);
+        int64_t r = p.low + static_cast<int64_t>(v % p.range);
+        if constexpr (std::is_same_v<T, bool>) out[i] = r != 0;
+        else out[i] = static_cast<T>(r);
+      } else {
+        out[i] = from_bit<T>(static_cast<double>(unit_float(word(w, e))) < p.a);
+      }
+    }
+  }
+}
+
+template <Dist D, class T>
+void launch_fill_kernel(void* out, int64_t n, uint64_t seed, uint64_t base, const DistParams& p, cudaStream_t stream,
+                        const char* name) {
+  if (n <= 0) return;
+  constexpr int kPer = per_block<D, T>();
+  int64_t nblocks = (n + kPer - 1) / kPer;
+  philox_fill_kernel<D, T><<<grid_for(nblocks), kElemThreads, 0, stream>>>(static_cast<T*>(out), n, nblocks, seed,
+                                                                            base, p);
+  check_launch(name);
+}
+
+}  // namespace
+
+void launch_uniform(DType dtype, void* out, int64_t n, uint64_t seed, uint64_t base, double from, double to,
+                    cudaStream_t stream) {
+  DistParams p;
+  p.a = from;
+  p.b = to - from;
+  if (dtype == DType::Float32) launch_fill_kernel<Dist::Uniform, float>(out, n, seed, base, p, stream, "uniform_");
+  else if (dtype == DType::Float64) launch_fill_kernel<Dist::Uniform, double>(out, n, seed, base, p, stream, "uniform_");
+  else elementwise_internal_error("launch_uniform", dtype, 0);
+}
+
+void launch_normal(DType dtype, void* out, int64_t n, uint64_t seed, uint64_t base, double mean, double std,
+                   cudaStream_t stream) {
+  DistParams p;
+  p.a = mean;
+  p.b = std;
+  if (dtype == DType::Float32) launch_fill_kernel<Dist::Normal, float>(out, n, seed, base, p, stream, "normal_");
+  else if (dtype == DType::Float64) launch_fill_kernel<Dist::Normal, double>(out, n, seed, base, p, stream, "normal_");
+  else elementwise_internal_error("launch_normal", dtype, 0);
+}
+
+void launch_random_int(DType dtype, void* out, int64_t n, uint64_t seed, uint64_t base, int64_t low, uint64_t range,
+                       cudaStream_t stream) {
+  DistParams p;
+  p.low = low;
+  p.range = range;
+  visit_dtype(dtype, [&]<class T>() { launch_fill_kernel<Dist::RandomInt, T>(out, n, seed, base, p, stream, "random_"); });
+}
+
+void launch_bernoulli(DType dtype, void* out, int64_t n, uint64_t seed, uint64_t base, double prob,
+                      cudaStream_t stream) {
+  DistParams p;
+  p.a = prob;
+  visit_dtype(dtype, [&]<class T>() { launch_fill_kernel<Dist::Bernoulli, T>(out, n, seed, base, p, stream, "bernoulli_"); });
+}
+
+}  // namespace graft::cuda

@@ -1,0 +1,311 @@
+// Reductions on CUDA: sum, mean, amax/amin, max/min (all and .dim), argmax/argmin, var/std, norm,
+// logsumexp. Same argument checks, error messages, output shapes and dtype rules as ops/reduce.cpp
+// (the layout helpers below are that file's, line for line); the kernels are in
+// cuda/kernels/reduce.cu, which documents accumulation and tie-breaking.
+//
+// How x reaches the kernels: read in place when the reduced dims are innermost and contiguous
+// ([n_out, len] rows) or when they sit in the middle of a contiguous tensor with a wide enough
+// inner block ([outer, len, inner]); anything else (transposes, gaps, broadcasts, a dtype change)
+// is first copied on the device to contiguous rows.
+#include <cmath>
+#include <limits>
+
+#include "cuda/cuda_context.h"
+#include "cuda/kernels/reduce.h"
+#include "cuda/reduce_helpers.h"
+#include "ops/kernel_utils.h"
+#include "runtime/dispatcher.h"
+
+namespace graft::cuda {
+namespace {
+
+using kernels::check_defined;
+using kernels::new_tensor;
+namespace rh = reduce_helpers;
+
+// ---- layout (as ops/reduce.cpp) ----
+
+struct ReducePlan {
+  std::vector<char> reduced;  // per input dim
+  Shape out_sizes;
+  int64_t n_out = 1;
+  int64_t len = 1;
+};
+
+// dims empty = every dim. Negative dims wrap; a dim named twice is an error (as PyTorch).
+ReducePlan plan_reduction(const Tensor& x, const Shape& dims, bool keepdim, const char* op) {
+  int64_t nd = x.dim();
+  ReducePlan p;
+  p.reduced.assign(static_cast<size_t>(nd), dims.empty() ? 1 : 0);
+  for (int64_t d : dims) {
+    int64_t w = wrap_dim(d, nd, op);
+    if (nd == 0) continue;  // dim 0 / -1 of a 0-d tensor names the scalar itself
+    GRAFT_CHECK(!p.reduced[w], op, ": dim ", w, " appears multiple times in the list of dims ", shape_str(dims));
+    p.reduced[w] = 1;
+  }
+  for (int64_t i = 0; i < nd; ++i) {
+    int64_t s = x.size(i);
+    if (p.reduced[i]) {
+      p.len *= s;
+      if (keepdim) p.out_sizes.push_back(1);
+    } else {
+      p.n_out *= s;
+      p.out_sizes.push_back(s);
+    }
+  }
+  return p;
+}
+
+// Ops with no identity (max, argmax, ...) cannot reduce an empty dim.
+void check_nonempty_reduction(const Tensor& x, const ReducePlan& p, const char* op) {
+  if (p.len != 0) return;
+  for (int64_t i = 0; i < x.dim(); ++i)
+    GRAFT_CHECK(!(p.reduced[i] && x.size(i) == 0), op, ": expected reduction dim ", i,
+                " to have non-zero size (input ", describe(x), ")");
+}
+
+// x's dims reordered: kept dims first, then the reduced dims.
+void kept_then_reduced(const Tensor& x, const ReducePlan& p, Shape& sizes, Shape& strides) {
+  for (int pass = 0; pass < 2; ++pass)
+    for (int64_t i = 0; i < x.dim(); ++i) {
+      if (static_cast<bool>(p.reduced[i]) != (pass == 1)) continue;
+      sizes.push_back(x.size(i));
+      strides.push_back(x.stride(i));
+    }
+}
+
+// sizes/strides of x's dims in this order: kept dims before the first reduced dim, reduced dims,
+// the other kept dims. With no kept dim after a reduced one this is [n_out, len].
+void blocked_order(const Tensor& x, const ReducePlan& p, Shape& sizes, Shape& strides, int64_t& outer,
+                   int64_t& inner) {
+  int64_t nd = x.dim(), first = nd;
+  for (int64_t i = 0; i < nd; ++i)
+    if (p.reduced[i]) {
+      first = i;
+      break;
+    }
+  outer = inner = 1;
+  for (int pass = 0; pass < 3; ++pass)
+    for (int64_t i = 0; i < nd; ++i) {
+      bool take = pass == 0 ? !p.reduced[i] && i < first : pass == 1 ? p.reduced[i] : !p.reduced[i] && i > first;
+      if (!take) continue;
+      sizes.push_back(x.size(i));
+      strides.push_back(x.stride(i));
+      if (pass == 0) outer *= x.size(i);
+      if (pass == 2) inner *= x.size(i);
+    }
+}
+
+// What the launchers read: x itself, or a contiguous rows copy of x in `dtype` (kept alive here
+// until the launch is queued).
+struct ReduceInput {
+  Tensor data;
+  ReduceShape shape;
+};
+
+ReduceInput reduce_input(const Tensor& x, const ReducePlan& p, DType dtype) {
+  ReduceInput in;
+  in.shape.n_out = p.n_out;
+  in.shape.len = p.len;
+  Shape rs, rst;
+  kept_then_reduced(x, p, rs, rst);
+  if (x.dtype() == dtype) {
+    if (is_contiguous_layout(rs, rst)) {
+      in.data = x;
+      return in;
+    }
+    Shape bs, bst;
+    int64_t outer, inner;
+    blocked_order(x, p, bs, bst, outer, inner);
+    if (is_contiguous_layout(bs, bst) && reduce_use_blocked(p.n_out, p.len, inner)) {
+      in.data = x;
+      in.shape.blocked = true;
+      in.shape.outer = outer;
+      in.shape.inner = inner;
+      return in;
+    }
+  }
+  in.data = new_tensor(rs, dtype, x.device());
+  rh::copy_strided(in.data, rh::make_view(x, rs, rst, x.storage_offset()));
+  return in;
+}
+
+// Runs launch(x_ptr, shape, scratch_ptr) for the reduction p of x read as `dtype`.
+template <class Launch>
+void run(const Tensor& x, const ReducePlan& p, DType dtype, const Launch& launch) {
+  if (p.n_out == 0) return;
+  ReduceInput in = reduce_input(x, p, dtype);
+  Tensor scratch = rh::scratch(reduce_scratch_bytes(in.shape), x.device());
+  launch(in.data.data_ptr(), in.shape, scratch.defined() ? scratch.data_ptr() : nullptr);
+}
+
+// ---- sum / mean ----
+
+Tensor sum_impl(const Tensor& x, const Shape& dims, bool keepdim, DType out_dtype, bool mean, const char* op) {
+  ReducePlan p = plan_reduction(x, dims, keepdim, op);
+  DeviceGuard guard(x.device().index);
+  Tensor out = new_tensor(p.out_sizes, out_dtype, x.device());
+  run(x, p, x.dtype(), [&](const void* data, const ReduceShape& s, void* scratch) {
+    launch_sum(data, x.dtype(), out.data_ptr(), out_dtype, mean, s, scratch, current_stream());
+  });
+  return out;
+}
+
+Tensor sum_cuda(const Tensor& x, const Shape& dims, bool keepdim, std::optional<DType> dtype) {
+  check_defined(x, "sum", "self");
+  DType out = dtype.value_or(is_floating(x.dtype()) ? x.dtype() : kInt64);
+  return sum_impl(x, dims, keepdim, out, false, "sum");
+}
+
+Tensor mean_cuda(const Tensor& x, const Shape& dims, bool keepdim) {
+  check_defined(x, "mean", "self");
+  GRAFT_CHECK(is_floating(x.dtype()), "mean: expected a floating point input, got ", describe(x),
+              " (cast integer tensors to a floating dtype first, as in PyTorch)");
+  return sum_impl(x, dims, keepdim, x.dtype(), true, "mean");
+}
+
+// ---- max / min ----
+
+Tensor extremum_impl(const Tensor& x, const Shape& dims, bool keepdim, bool is_max, const char* op) {
+  check_defined(x, op, "self");
+  ReducePlan p = plan_reduction(x, dims, keepdim, op);
+  check_nonempty_reduction(x, p, op);
+  DeviceGuard guard(x.device().index);
+  Tensor out = new_tensor(p.out_sizes, x.dtype(), x.device());
+  run(x, p, x.dtype(), [&](const void* data, const ReduceShape& s, void* scratch) {
+    launch_extremum(data, x.dtype(), out.data_ptr(), is_max, s, scratch, current_stream());
+  });
+  return out;
+}
+
+std::vector<Tensor> arg_impl(const Tensor& x, const Shape& dims, bool keepdim, bool with_values, bool is_max,
+                             const char* op) {
+  check_defined(x, op, "self");
+  ReducePlan p = plan_reduction(x, dims, keepdim, op);
+  check_nonempty_reduction(x, p, op);
+  DeviceGuard guard(x.device().index);
+  Tensor values = with_values ? new_tensor(p.out_sizes, x.dtype(), x.device()) : Tensor();
+  Tensor indices = new_tensor(p.out_sizes, kInt64, x.device());
+  run(x, p, x.dtype(), [&](const void* data, const ReduceShape& s, void* scratch) {
+    launch_arg_extremum(data, x.dtype(), with_values ? values.data_ptr() : nullptr,
+                        static_cast<int64_t*>(indices.data_ptr()), is_max, s, scratch, current_stream());
+  });
+  if (with_values) return {values, indices};
+  return {indices};
+}
+
+Tensor amax_cuda(const Tensor& x, const Shape& dims, bool keepdim) {
+  return extremum_impl(x, dims, keepdim, true, "amax");
+}
+Tensor amin_cuda(const Tensor& x, const Shape& dims, bool keepdim) {
+  return extremum_impl(x, dims, keepdim, false, "amin");
+}
+
+Tensor max_all_cuda(const Tensor& x) {
+  check_defined(x, "max", "self");
+  GRAFT_CHECK(x.numel() > 0, "max: expected a non-empty tensor, got ", describe(x),
+              " (specify the reduction dim with max(dim) to reduce an empty tensor)");
+  return extremum_impl(x, {}, false, true, "max");
+}
+Tensor min_all_cuda(const Tensor& x) {
+  check_defined(x, "min", "self");
+  GRAFT_CHECK(x.numel() > 0, "min: expected a non-empty tensor, got ", describe(x),
+              " (specify the reduction dim with min(dim) to reduce an empty tensor)");
+  return extremum_impl(x, {}, false, false, "min");
+}
+
+std::vector<Tensor> max_dim_cuda(const Tensor& x, int64_t dim, bool keepdim) {
+  return arg_impl(x, {dim}, keepdim, true, true, "max");
+}
+std::vector<Tensor> min_dim_cuda(const Tensor& x, int64_t dim, bool keepdim) {
+  return arg_impl(x, {dim}, keepdim, true, false, "min");
+}
+
+// dim none = the index into the flattened tensor (keepdim then gives all-ones dims, as PyTorch).
+Tensor argmax_cuda(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
+  return arg_impl(x, dim ? Shape{*dim} : Shape{}, keepdim, false, true, "argmax")[0];
+}
+Tensor argmin_cuda(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
+  return arg_impl(x, dim ? Shape{*dim} : Shape{}, keepdim, false, false, "argmin")[0];
+}
+
+// ---- var / std ----
+
+Tensor var_impl(const Tensor& x, const Shape& dims, int64_t correction, bool keepdim, bool take_sqrt,
+                const char* op) {
+  check_defined(x, op, "self");
+  GRAFT_CHECK(is_floating(x.dtype()), op, ": expected a floating point input, got ", describe(x));
+  ReducePlan p = plan_reduction(x, dims, keepdim, op);
+  DeviceGuard guard(x.device().index);
+  Tensor out = new_tensor(p.out_sizes, x.dtype(), x.device());
+  run(x, p, x.dtype(), [&](const void* data, const ReduceShape& s, void* scratch) {
+    launch_var(data, x.dtype(), out.data_ptr(), correction, take_sqrt, s, scratch, current_stream());
+  });
+  return out;
+}
+
+Tensor var_cuda(const Tensor& x, const Shape& dims, int64_t correction, bool keepdim) {
+  return var_impl(x, dims, correction, keepdim, false, "var");
+}
+Tensor std_cuda(const Tensor& x, const Shape& dims, int64_t correction, bool keepdim) {
+  return var_impl(x, dims, correction, keepdim, true, "std");
+}
+
+// ---- norm ----
+
+Tensor norm_cuda(const Tensor& x, double p, const Shape& dims, bool keepdim) {
+  check_defined(x, "norm", "self");
+  GRAFT_CHECK(is_floating(x.dtype()), "norm: expected a floating point input, got ", describe(x));
+  NormKind kind = p == 0                                          ? NormKind::Zero
+                  : p == 1                                        ? NormKind::One
+                  : p == 2                                        ? NormKind::Two
+                  : p == std::numeric_limits<double>::infinity()  ? NormKind::Inf
+                  : p == -std::numeric_limits<double>::infinity() ? NormKind::NegInf
+                                                                  : NormKind::General;
+  GRAFT_CHECK(!std::isnan(p), "norm: p must not be NaN");
+  ReducePlan lay = plan_reduction(x, dims, keepdim, "norm");
+  if (kind == NormKind::Inf || kind == NormKind::NegInf) {
+    GRAFT_CHECK(lay.len > 0, "norm: cannot compute the ", p, " norm of an empty reduction (input ", describe(x),
+                "): it has no identity");
+  }
+  DeviceGuard guard(x.device().index);
+  Tensor out = new_tensor(lay.out_sizes, x.dtype(), x.device());
+  run(x, lay, x.dtype(), [&](const void* data, const ReduceShape& s, void* scratch) {
+    launch_norm(data, x.dtype(), out.data_ptr(), kind, p, s, scratch, current_stream());
+  });
+  return out;
+}
+
+// ---- logsumexp ----
+
+// Integer inputs are computed in float32 (PyTorch promotes them to the default float dtype).
+Tensor logsumexp_cuda(const Tensor& x, const Shape& dims, bool keepdim) {
+  check_defined(x, "logsumexp", "self");
+  DType dt = is_floating(x.dtype()) ? x.dtype() : kFloat32;
+  ReducePlan p = plan_reduction(x, dims, keepdim, "logsumexp");
+  DeviceGuard guard(x.device().index);
+  Tensor out = new_tensor(p.out_sizes, dt, x.device());
+  run(x, p, dt, [&](const void* data, const ReduceShape& s, void* scratch) {
+    launch_logsumexp(data, dt, out.data_ptr(), s, scratch, current_stream());
+  });
+  return out;
+}
+
+}  // namespace
+
+GRAFT_KERNEL("sum", CUDA, sum_cuda);
+GRAFT_KERNEL("mean", CUDA, mean_cuda);
+GRAFT_KERNEL("amax", CUDA, amax_cuda);
+GRAFT_KERNEL("amin", CUDA, amin_cuda);
+GRAFT_KERNEL("max", CUDA, max_all_cuda);
+GRAFT_KERNEL("min", CUDA, min_all_cuda);
+GRAFT_KERNEL("max.dim", CUDA, max_dim_cuda);
+GRAFT_KERNEL("min.dim", CUDA, min_dim_cuda);
+GRAFT_KERNEL("argmax", CUDA, argmax_cuda);
+GRAFT_KERNEL("argmin", CUDA, argmin_cuda);
+GRAFT_KERNEL("var", CUDA, var_cuda);
+GRAFT_KERNEL("std", CUDA, std_cuda);
+GRAFT_KERNEL("norm", CUDA, norm_cuda);
+GRAFT_KERNEL("logsumexp", CUDA, logsumexp_cuda);
+
+}  // namespace graft::cuda

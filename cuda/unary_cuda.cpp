@@ -1,0 +1,221 @@
+// Unary ops and activation derivatives on CUDA: the CPU kernels' checks, dtype rules and error
+// messages (ops/unary.cpp), with the math in cuda/kernels/unary.cu.
+#include <string>
+
+#include "cuda/cuda_context.h"
+#include "cuda/elementwise_cuda.h"
+#include "cuda/kernels/unary.h"
+#include "ops/kernel_utils.h"
+#include "ops/tensor_iterator.h"
+#include "runtime/dispatcher.h"
+
+namespace graft::cuda {
+namespace {
+
+using kernels::check_defined;
+using kernels::floating_result;
+using kernels::result_type;
+
+// y = f(x) in floating point: integers and bool give float32.
+Tensor floating_unary(const char* op, UnaryOp code, const Tensor& x, ScalarArg param = {}) {
+  check_defined(x, op, "self");
+  DType r = floating_result(x.dtype());
+  DeviceGuard guard(x.device().index);
+  CudaIter it(op);
+  it.add_input(x, r).build(r);
+  launch_unary(code, r, it.geometry(), param, current_stream());
+  return it.output();
+}
+
+// x = f(x): only floating tensors can hold a floating result.
+Tensor floating_unary_(const char* op, UnaryOp code, const Tensor& x) {
+  check_defined(x, op, "self");
+  kernels::check_inplace_cast(op, floating_result(x.dtype()), x);
+  DeviceGuard guard(x.device().index);
+  CudaIter it(op);
+  it.add_output(x).add_input(x).build();
+  launch_unary(code, x.dtype(), it.geometry(), {}, current_stream());
+  return x;
+}
+
+// y = f(x) keeping the dtype; into `out` when given (the in-place forms pass x).
+Tensor same_dtype_unary(const char* op, UnaryOp code, const Tensor& x, const Tensor& out) {
+  DeviceGuard guard(x.device().index);
+  CudaIter it(op);
+  if (out.defined()) it.add_output(out).add_input(x).build();
+  else it.add_input(x).build(x.dtype());
+  launch_unary(code, x.dtype(), it.geometry(), {}, current_stream());
+  return it.output();
+}
+
+void check_not_bool(const Tensor& x, const char* op, const char* hint) {
+  GRAFT_CHECK(x.dtype() != kBool, op, ": ", hint, " (got ", describe(x), ")");
+}
+
+constexpr const char* kNegBoolHint =
+    "negation, the `-` operator, on a bool tensor is not supported. If you are trying to invert a mask, use the "
+    "`~` or `logical_not()` operator instead";
+
+Tensor neg_cuda(const Tensor& x) {
+  check_defined(x, "neg", "self");
+  check_not_bool(x, "neg", kNegBoolHint);
+  return same_dtype_unary("neg", UnaryOp::Neg, x, Tensor());
+}
+Tensor neg__cuda(const Tensor& x) {
+  check_defined(x, "neg_", "self");
+  check_not_bool(x, "neg_", kNegBoolHint);
+  return same_dtype_unary("neg_", UnaryOp::Neg, x, x);
+}
+Tensor relu_cuda(const Tensor& x) {
+  check_defined(x, "relu", "self");
+  check_not_bool(x, "relu", "not implemented for bool tensors");
+  return same_dtype_unary("relu", UnaryOp::Relu, x, Tensor());
+}
+Tensor relu__cuda(const Tensor& x) {
+  check_defined(x, "relu_", "self");
+  check_not_bool(x, "relu_", "not implemented for bool tensors");
+  return same_dtype_unary("relu_", UnaryOp::Relu, x, x);
+}
+Tensor abs_cuda(const Tensor& x) {
+  check_defined(x, "abs", "self");
+  return same_dtype_unary("abs", UnaryOp::Abs, x, Tensor());
+}
+Tensor sign_cuda(const Tensor& x) {
+  check_defined(x, "sign", "self");
+  return same_dtype_unary("sign", UnaryOp::Sign, x, Tensor());
+}
+
+Tensor exp_cuda(const Tensor& x) { return floating_unary("exp", UnaryOp::Exp, x); }
+Tensor log_cuda(const Tensor& x) { return floating_unary("log", UnaryOp::Log, x); }
+Tensor sin_cuda(const Tensor& x) { return floating_unary("sin", UnaryOp::Sin, x); }
+Tensor cos_cuda(const Tensor& x) { return floating_unary("cos", UnaryOp::Cos, x); }
+Tensor tanh_cuda(const Tensor& x) { return floating_unary("tanh", UnaryOp::Tanh, x); }
+Tensor sigmoid_cuda(const Tensor& x) { return floating_unary("sigmoid", UnaryOp::Sigmoid, x); }
+Tensor sqrt_cuda(const Tensor& x) { return floating_unary("sqrt", UnaryOp::Sqrt, x); }
+Tensor rsqrt_cuda(const Tensor& x) { return floating_unary("rsqrt", UnaryOp::Rsqrt, x); }
+Tensor log1p_cuda(const Tensor& x) { return floating_unary("log1p", UnaryOp::Log1p, x); }
+Tensor expm1_cuda(const Tensor& x) { return floating_unary("expm1", UnaryOp::Expm1, x); }
+Tensor erf_cuda(const Tensor& x) { return floating_unary("erf", UnaryOp::Erf, x); }
+Tensor reciprocal_cuda(const Tensor& x) { return floating_unary("reciprocal", UnaryOp::Reciprocal, x); }
+Tensor sin__cuda(const Tensor& x) { return floating_unary_("sin_", UnaryOp::Sin, x); }
+Tensor exp__cuda(const Tensor& x) { return floating_unary_("exp_", UnaryOp::Exp, x); }
+Tensor sqrt__cuda(const Tensor& x) { return floating_unary_("sqrt_", UnaryOp::Sqrt, x); }
+
+Tensor logical_not_cuda(const Tensor& x) {
+  check_defined(x, "logical_not", "self");
+  DeviceGuard guard(x.device().index);
+  CudaIter it("logical_not");
+  it.add_input(x).build(kBool);
+  launch_unary(UnaryOp::LogicalNot, x.dtype(), it.geometry(), {}, current_stream());
+  return it.output();
+}
+
+bool gelu_is_tanh(const std::string& approximate, const char* op) {
+  GRAFT_CHECK(approximate == "none" || approximate == "tanh", op,
+              ": approximate argument must be either none or tanh, got '", approximate, "'");
+  return approximate == "tanh";
+}
+
+Tensor gelu_cuda(const Tensor& x, const std::string& approximate) {
+  check_defined(x, "gelu", "self");
+  bool tanh_approx = gelu_is_tanh(approximate, "gelu");
+  kernels::check_floating(x, "gelu");
+  return floating_unary("gelu", tanh_approx ? UnaryOp::GeluTanh : UnaryOp::GeluErf, x);
+}
+
+Tensor pow_scalar_cuda(const Tensor& x, Scalar exponent) {
+  check_defined(x, "pow", "self");
+  DType r = result_type(x.dtype(), exponent);
+  GRAFT_CHECK(r != kBool, "pow: not implemented for bool tensors (got ", describe(x), " and exponent ", exponent, ")");
+  ScalarArg p;
+  UnaryOp code;
+  if (r == kInt64) {
+    int64_t e = exponent.to_int();
+    GRAFT_CHECK(e >= 0, "pow: integers to negative integer powers are not allowed (", describe(x), " ** ", e, ")");
+    p.i = e;
+    code = UnaryOp::IntPow;
+  } else {
+    // The common exponents avoid pow: exact and cheaper (the same special cases as the CPU).
+    double e = exponent.to_double();
+    p.f = e;
+    code = e == 2      ? UnaryOp::Square
+           : e == 1    ? UnaryOp::Identity
+           : e == 0    ? UnaryOp::One
+           : e == 3    ? UnaryOp::Cube
+           : e == 0.5  ? UnaryOp::Sqrt
+           : e == -1   ? UnaryOp::Reciprocal
+           : e == -0.5 ? UnaryOp::Rsqrt
+                       : UnaryOp::PowScalar;
+  }
+  DeviceGuard guard(x.device().index);
+  CudaIter it("pow");
+  it.add_input(x, r).build(r);
+  launch_unary(code, r, it.geometry(), p, current_stream());
+  return it.output();
+}
+
+// out = f(grad, x) over broadcast shapes in the promoted dtype.
+Tensor grad_binary(const char* op, GradOp code, bool need_floating, const Tensor& grad, const Tensor& x,
+                   ScalarArg param = {}) {
+  check_defined(grad, op, "grad_output");
+  check_defined(x, op, "self");
+  DType r = result_type(grad.dtype(), x.dtype());
+  GRAFT_CHECK(!need_floating || is_floating(r), op, ": expected floating point tensors, got ", describe(grad),
+              " and ", describe(x));
+  DeviceGuard guard(x.device().index);
+  CudaIter it(op);
+  it.add_input(grad, r).add_input(x, r).build(r);
+  launch_grad(code, r, it.geometry(), param, current_stream());
+  return it.output();
+}
+
+Tensor threshold_backward_cuda(const Tensor& grad, const Tensor& x, Scalar threshold) {
+  return grad_binary("threshold_backward", GradOp::ThresholdBackward, false, grad, x, to_scalar_arg(threshold));
+}
+
+Tensor gelu_backward_cuda(const Tensor& grad, const Tensor& x, const std::string& approximate) {
+  bool tanh_approx = gelu_is_tanh(approximate, "gelu_backward");
+  return grad_binary("gelu_backward", tanh_approx ? GradOp::GeluTanhBackward : GradOp::GeluErfBackward, true, grad,
+                     x);
+}
+
+Tensor sigmoid_backward_cuda(const Tensor& grad, const Tensor& y) {
+  return grad_binary("sigmoid_backward", GradOp::SigmoidBackward, true, grad, y);
+}
+
+Tensor tanh_backward_cuda(const Tensor& grad, const Tensor& y) {
+  return grad_binary("tanh_backward", GradOp::TanhBackward, true, grad, y);
+}
+
+}  // namespace
+
+GRAFT_KERNEL("neg", CUDA, neg_cuda);
+GRAFT_KERNEL("exp", CUDA, exp_cuda);
+GRAFT_KERNEL("log", CUDA, log_cuda);
+GRAFT_KERNEL("sin", CUDA, sin_cuda);
+GRAFT_KERNEL("cos", CUDA, cos_cuda);
+GRAFT_KERNEL("tanh", CUDA, tanh_cuda);
+GRAFT_KERNEL("sigmoid", CUDA, sigmoid_cuda);
+GRAFT_KERNEL("relu", CUDA, relu_cuda);
+GRAFT_KERNEL("sqrt", CUDA, sqrt_cuda);
+GRAFT_KERNEL("rsqrt", CUDA, rsqrt_cuda);
+GRAFT_KERNEL("abs", CUDA, abs_cuda);
+GRAFT_KERNEL("sign", CUDA, sign_cuda);
+GRAFT_KERNEL("log1p", CUDA, log1p_cuda);
+GRAFT_KERNEL("expm1", CUDA, expm1_cuda);
+GRAFT_KERNEL("erf", CUDA, erf_cuda);
+GRAFT_KERNEL("reciprocal", CUDA, reciprocal_cuda);
+GRAFT_KERNEL("gelu", CUDA, gelu_cuda);
+GRAFT_KERNEL("pow.Tensor_Scalar", CUDA, pow_scalar_cuda);
+GRAFT_KERNEL("logical_not", CUDA, logical_not_cuda);
+GRAFT_KERNEL("sin_", CUDA, sin__cuda);
+GRAFT_KERNEL("exp_", CUDA, exp__cuda);
+GRAFT_KERNEL("relu_", CUDA, relu__cuda);
+GRAFT_KERNEL("neg_", CUDA, neg__cuda);
+GRAFT_KERNEL("sqrt_", CUDA, sqrt__cuda);
+GRAFT_KERNEL("threshold_backward", CUDA, threshold_backward_cuda);
+GRAFT_KERNEL("gelu_backward", CUDA, gelu_backward_cuda);
+GRAFT_KERNEL("sigmoid_backward", CUDA, sigmoid_backward_cuda);
+GRAFT_KERNEL("tanh_backward", CUDA, tanh_backward_cuda);
+
+}  // namespace graft::cuda

@@ -9,8 +9,11 @@
 
 namespace graft::tools {
 
-int run_bench(const std::string& filter, int repeat, const std::string& json, int threads) {
+int run_bench(const std::string& filter, int repeat, const std::string& json, int threads, const std::string& device_spec) {
   if (threads > 0) set_num_threads(threads);
+  Device device(device_spec);
+  GRAFT_CHECK(!device.is_cuda() || cuda_is_available(), "bench: --device ", device_spec,
+              ": no CUDA device is available (graft was built without CUDA, or there is no GPU)");
   std::regex re;
   try {
     re = std::regex(filter);
@@ -18,14 +21,15 @@ int run_bench(const std::string& filter, int repeat, const std::string& json, in
     GRAFT_ERROR("bench: invalid --filter regex '", filter, "': ", e.what());
   }
   std::vector<graft_bench::Figure> all;
+  const unsigned on = device.is_cuda() ? graft_bench::kOnCuda : graft_bench::kOnCpu;
   for (const auto& w : graft_bench::workloads()) {
-    if (!std::regex_search(w.name, re)) continue;
-    for (auto& f : w.run(repeat > 0 ? repeat : w.default_repeat)) {
+    if (!(w.devices & on) || !std::regex_search(w.name, re)) continue;
+    for (auto& f : w.run(repeat > 0 ? repeat : w.default_repeat, device)) {
       graft_bench::print_figure(f);
       all.push_back(f);
     }
   }
-  GRAFT_CHECK(!all.empty(), "bench: no workload matches --filter '", filter, "'");
+  GRAFT_CHECK(!all.empty(), "bench: no workload matches --filter '", filter, "' on ", device);
   if (!json.empty()) {
     std::ofstream out(json);
     GRAFT_CHECK(out.good(), "bench: cannot write ", json);

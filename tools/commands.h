@@ -25,6 +25,8 @@ struct TrainOptions {
 int run_train(const TrainOptions& options);
 int run_eval(const std::string& model, const std::string& path, const std::string& data_dir, const std::string& device,
              bool normalize);
-int run_bench(const std::string& filter, int repeat, const std::string& json, int threads);
+// device: "cpu" (the default) or "cuda[:N]"; each device runs the workloads that exist for it.
+int run_bench(const std::string& filter, int repeat, const std::string& json, int threads,
+              const std::string& device = "cpu");
 
 }  // namespace graft::tools

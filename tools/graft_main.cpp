@@ -13,10 +13,14 @@ int main(int argc, char** argv) {
   auto* bench = app.add_subcommand("bench", "Time the benchmark workloads (name value unit, median of repeats)");
   std::string filter = ".*", json;
   int repeat = 0, threads = 0;
-  bench->add_option("--filter", filter, "Regex over workload names (engine, mlp, cnn, matmul1024, elementwise_add, deep_mlp, train_epoch)");
+  bench->add_option("--filter", filter, "Regex over workload names (engine, mlp, cnn, matmul1024, matmul4096, elementwise_add, deep_mlp, alloc_churn, train_epoch)");
   bench->add_option("--repeat", repeat, "Timed repeats per workload (default: per workload)");
   bench->add_option("--json", json, "Also write the figures as JSON to this path");
   bench->add_option("--threads", threads, "Intra-op threads (default: all cores)");
+  std::string bench_device = "cpu";
+  bench->add_option("--device", bench_device,
+                    "cpu or cuda[:N]; cuda adds matmul4096 (fp32, tf32) and alloc_churn, drops matmul1024")
+      ->capture_default_str();
   graft::tools::TrainOptions to;
   auto* train = app.add_subcommand("train", "Train a model on Fashion-MNIST");
   train->add_option("--model", to.model, "mlp or cnn")->check(CLI::IsMember({"mlp", "cnn"}))->capture_default_str();
@@ -58,7 +62,7 @@ int main(int argc, char** argv) {
     if (*demo) return graft::tools::run_demo();
     if (*train) return graft::tools::run_train(to);
     if (*eval) return graft::tools::run_eval(eval_model, eval_load, eval_data, eval_device, eval_normalize);
-    if (*bench) return graft::tools::run_bench(filter, repeat, json, threads);
+    if (*bench) return graft::tools::run_bench(filter, repeat, json, threads, bench_device);
   } catch (const graft::Error& e) {
     std::cerr << "graft: error: " << e.what() << '\n';
     return 1;

@@ -1,12 +1,22 @@
 // graft's side of the benchmark: each workload is timed after a warm-up and reported as
 // `name value unit` (median of the repeats, with min and max). tools/bench/libtorch_reference.cpp
-// runs the same workloads with the same shapes and names.
+// runs the same CPU workloads with the same shapes and names, tools/bench/pytorch_reference.py the
+// CUDA ones (`graft bench --device cuda`).
+//
+// On CUDA every timed region ends with a device synchronisation, so a figure is the time until the
+// GPU has finished the work, not until the launches were queued. The CPU figures and their names
+// are unchanged by the device option: compare.sh pairs them with libtorch's by name.
 #include "tools/bench/graft_workloads.h"
 
 #include <cmath>
+#include <random>
 
 #include "graft.h"
+#include "graft_config.h"
 #include "nn/checkpoint_helpers.h"
+#if GRAFT_HAVE_CUDA
+#include "cuda/bench_support.h"
+#endif
 
 namespace graft_bench {
 
@@ -14,19 +24,27 @@ using namespace graft;
 
 namespace {
 
+void sync(Device device) {
+  if (device.is_cuda()) cuda_hooks().synchronize(device.index);
+}
+
 template <class F>
-std::vector<double> time_ms(int repeat, int warmup, F&& f) {
+std::vector<double> time_ms(Device device, int repeat, int warmup, F&& f) {
   for (int i = 0; i < warmup; ++i) f();
+  sync(device);
   std::vector<double> t;
   for (int i = 0; i < repeat; ++i) {
     double t0 = now_ms();
     f();
+    sync(device);
     t.push_back(now_ms() - t0);
   }
   return t;
 }
 
-Tensor param(const Shape& shape, double scale) { return (randn(shape) * scale).requires_grad_(); }
+Tensor param(const Shape& shape, double scale, Device device) {
+  return (randn(shape, TensorOptions{}.device(device)) * scale).requires_grad_();
+}
 
 struct Sgd {
   std::vector<Tensor> params, bufs;
@@ -71,9 +89,9 @@ struct Adam {
 
 }  // namespace
 
-std::vector<Figure> bench_engine(int repeat) {
-  Tensor x = ones({4}).requires_grad_();
-  auto t = time_ms(repeat, 2, [&] {
+std::vector<Figure> bench_engine(int repeat, Device device) {
+  Tensor x = ones({4}, TensorOptions{}.device(device)).requires_grad_();
+  auto t = time_ms(device, repeat, 2, [&] {
     Tensor y = x;
     for (int i = 0; i < 2000; ++i) y = y * 1.0001 + 0.0;  // 4000 recorded ops
     y.sum().backward();
@@ -82,13 +100,14 @@ std::vector<Figure> bench_engine(int repeat) {
   return {summarize("engine_us_per_op", "us", t)};
 }
 
-std::vector<Figure> bench_mlp(int repeat) {
+std::vector<Figure> bench_mlp(int repeat, Device device) {
   manual_seed(0);
-  Tensor w1 = param({512, 784}, 0.035), b1 = param({512}, 0.0), w2 = param({512, 512}, 0.044),
-         b2 = param({512}, 0.0), w3 = param({10, 512}, 0.044), b3 = param({10}, 0.0);
+  Tensor w1 = param({512, 784}, 0.035, device), b1 = param({512}, 0.0, device), w2 = param({512, 512}, 0.044, device),
+         b2 = param({512}, 0.0, device), w3 = param({10, 512}, 0.044, device), b3 = param({10}, 0.0, device);
   Sgd opt({w1, b1, w2, b2, w3, b3}, 0.01, 0.9);
-  Tensor x = randn({128, 784}), y = randint(0, 10, {128});
-  auto t = time_ms(repeat, 3, [&] {
+  auto on = TensorOptions{}.device(device);
+  Tensor x = randn({128, 784}, on), y = randint(0, 10, {128}, on);
+  auto t = time_ms(device, repeat, 3, [&] {
     Tensor h = linear(x, w1, b1).relu();
     h = linear(h, w2, b2).relu();
     Tensor loss = cross_entropy(linear(h, w3, b3), y);
@@ -98,14 +117,16 @@ std::vector<Figure> bench_mlp(int repeat) {
   return {summarize("mlp_step_ms", "ms", t)};
 }
 
-std::vector<Figure> bench_cnn(int repeat) {
+std::vector<Figure> bench_cnn(int repeat, Device device) {
   manual_seed(0);
-  Tensor c1 = param({32, 1, 3, 3}, 0.33), cb1 = param({32}, 0.0), c2 = param({64, 32, 3, 3}, 0.059),
-         cb2 = param({64}, 0.0), f1 = param({128, 3136}, 0.018), fb1 = param({128}, 0.0), f2 = param({10, 128}, 0.088),
-         fb2 = param({10}, 0.0);
+  Tensor c1 = param({32, 1, 3, 3}, 0.33, device), cb1 = param({32}, 0.0, device),
+         c2 = param({64, 32, 3, 3}, 0.059, device), cb2 = param({64}, 0.0, device),
+         f1 = param({128, 3136}, 0.018, device), fb1 = param({128}, 0.0, device), f2 = param({10, 128}, 0.088, device),
+         fb2 = param({10}, 0.0, device);
   Adam opt({c1, cb1, c2, cb2, f1, fb1, f2, fb2}, 1e-3);
-  Tensor x = randn({64, 1, 28, 28}), y = randint(0, 10, {64});
-  auto t = time_ms(repeat, 2, [&] {
+  auto on = TensorOptions{}.device(device);
+  Tensor x = randn({64, 1, 28, 28}, on), y = randint(0, 10, {64}, on);
+  auto t = time_ms(device, repeat, 2, [&] {
     Tensor h = max_pool2d(conv2d(x, c1, cb1, {1, 1}, {1, 1}).relu(), {2, 2});
     h = max_pool2d(conv2d(h, c2, cb2, {1, 1}, {1, 1}).relu(), {2, 2});
     h = linear(h.flatten(1), f1, fb1).relu();
@@ -116,45 +137,93 @@ std::vector<Figure> bench_cnn(int repeat) {
   return {summarize("cnn_step_ms", "ms", t)};
 }
 
-std::vector<Figure> bench_matmul(int repeat) {
+std::vector<Figure> bench_matmul(int repeat, Device device) {
   manual_seed(0);
   Tensor a = randn({1024, 1024}), b = randn({1024, 1024});
-  auto t = time_ms(repeat, 2, [&] { Tensor c = a.matmul(b); });
+  auto t = time_ms(device, repeat, 2, [&] { Tensor c = a.matmul(b); });
   std::vector<double> gflops;
   for (double ms : t) gflops.push_back(2.0 * 1024 * 1024 * 1024 / (ms * 1e6));
   return {summarize("matmul1024_gflops", "GFLOP/s", gflops)};
 }
 
-std::vector<Figure> bench_add(int repeat) {
-  Tensor a = randn({1 << 24}), b = randn({1 << 24});
-  auto t = time_ms(repeat, 2, [&] { Tensor c = a + b; });
+// TF32 on or off for the scope (a no-op without the CUDA backend).
+class Tf32Scope {
+ public:
+  explicit Tf32Scope(bool on) {
+#if GRAFT_HAVE_CUDA
+    prev_ = graft::cuda::bench::allow_tf32();
+    graft::cuda::bench::set_allow_tf32(on);
+#else
+    (void)on;
+#endif
+  }
+  ~Tf32Scope() {
+#if GRAFT_HAVE_CUDA
+    graft::cuda::bench::set_allow_tf32(prev_);
+#endif
+  }
+  Tf32Scope(const Tf32Scope&) = delete;
+  Tf32Scope& operator=(const Tf32Scope&) = delete;
+
+ private:
+  bool prev_ = false;
+};
+
+// CUDA only: 4096^3 float32 matmul with exact float32 and with TF32 tensor cores. Five products
+// per sample keep launch and synchronisation overhead out of the figure.
+std::vector<Figure> bench_matmul4096(int repeat, Device device) {
+  manual_seed(0);
+  auto on = TensorOptions{}.device(device);
+  Tensor a = randn({4096, 4096}, on), b = randn({4096, 4096}, on);
+  const int inner = 5;
+  std::vector<Figure> out;
+  for (bool tf32 : {false, true}) {
+    Tf32Scope scope(tf32);
+    auto t = time_ms(device, repeat, 2, [&] {
+      for (int i = 0; i < inner; ++i) Tensor c = a.matmul(b);
+    });
+    std::vector<double> tflops;
+    for (double ms : t) tflops.push_back(inner * 2.0 * 4096 * 4096 * 4096 / (ms * 1e9));
+    out.push_back(summarize(tf32 ? "matmul4096_tf32_tflops" : "matmul4096_fp32_tflops", "TFLOP/s", tflops));
+  }
+  return out;
+}
+
+std::vector<Figure> bench_add(int repeat, Device device) {
+  auto on = TensorOptions{}.device(device);
+  Tensor a = randn({1 << 24}, on), b = randn({1 << 24}, on);
+  // One GPU add of 16M floats takes tens of microseconds: time 20 of them per sample.
+  const int inner = device.is_cuda() ? 20 : 1;
+  auto t = time_ms(device, repeat, 2, [&] {
+    for (int i = 0; i < inner; ++i) Tensor c = a + b;
+  });
   std::vector<double> gbps;
-  for (double ms : t) gbps.push_back(3.0 * 4 * (1 << 24) / (ms * 1e6));
+  for (double ms : t) gbps.push_back(inner * 3.0 * 4 * (1 << 24) / (ms * 1e6));
   return {summarize("elementwise_add_gbps", "GB/s", gbps)};
 }
 
 // 64 x (Linear 1024 + Tanh) at batch 256, plain, with sqrt(N) checkpointed segments, and with
 // nested halving. held: bytes alive after forward; peak: the allocator's peak during the whole
 // step (forward + backward), both above what existed before the step (weights and their grads).
-std::vector<Figure> bench_deep_mlp(int repeat) {
+std::vector<Figure> bench_deep_mlp(int repeat, Device device) {
   manual_seed(0);
   const int layers = 64, width = 1024, batch = 256;
   std::vector<Tensor> ws, bs;
   std::vector<nn::Layer> fns;
   for (int i = 0; i < layers; ++i) {
-    ws.push_back(param({width, width}, 1.0 / std::sqrt(width)));
-    bs.push_back(param({width}, 0.0));
+    ws.push_back(param({width, width}, 1.0 / std::sqrt(width), device));
+    bs.push_back(param({width}, 0.0, device));
     Tensor w = ws.back(), b = bs.back();
     fns.push_back([w, b](const Tensor& h) { return linear(h, w, b).tanh(); });
   }
-  Tensor x = randn({batch, width});
+  Tensor x = randn({batch, width}, TensorOptions{}.device(device));
   std::vector<Figure> out;
   const char* modes[] = {"", "_sqrt", "_nested"};
   for (int mode = 0; mode < 3; ++mode) {
     std::vector<double> held, peak;
-    auto t = time_ms(repeat, 1, [&] {
-      int64_t before = memory_stats(kCPU).allocated_bytes;
-      reset_peak_memory_stats(kCPU);
+    auto t = time_ms(device, repeat, 1, [&] {
+      int64_t before = memory_stats(device).allocated_bytes;
+      reset_peak_memory_stats(device);
       Tensor h;
       if (mode == 0) {
         h = x;
@@ -165,10 +234,10 @@ std::vector<Figure> bench_deep_mlp(int repeat) {
         h = nn::checkpoint_nested(fns, x);
       }
       Tensor loss = h.mean();
-      held.push_back(static_cast<double>(memory_stats(kCPU).allocated_bytes - before) / (1 << 20));
+      held.push_back(static_cast<double>(memory_stats(device).allocated_bytes - before) / (1 << 20));
       h = Tensor();
       loss.backward();
-      peak.push_back(static_cast<double>(memory_stats(kCPU).peak_allocated_bytes - before) / (1 << 20));
+      peak.push_back(static_cast<double>(memory_stats(device).peak_allocated_bytes - before) / (1 << 20));
       // zero_grad(set_to_none=false): the grads stay allocated and backward accumulates into them
       // in place, so the peak measures activations and temporaries, not 256 MiB of weight grads.
       NoGradGuard ng;
@@ -190,7 +259,9 @@ std::vector<Figure> bench_deep_mlp(int repeat) {
 // One epoch of `graft train`'s default recipe (MLP 784-256-10, Adam 1e-3, cosine schedule, batch
 // 128, shuffled) over 60000 synthetic images shaped like Fashion-MNIST: the epoch time of the
 // README's training table without needing the data set installed.
-std::vector<Figure> bench_train_epoch(int repeat) {
+// On CUDA the data set stays on the host and each batch is copied to the device, as `graft train
+// --device cuda` does.
+std::vector<Figure> bench_train_epoch(int repeat, Device device) {
   manual_seed(0);
   Tensor images = rand({60000, 1, 28, 28}), labels = randint(0, 10, {60000});
   nn::Sequential model;
@@ -198,14 +269,15 @@ std::vector<Figure> bench_train_epoch(int repeat) {
   model.push_back(std::make_shared<nn::Linear>(784, 256));
   model.push_back(std::make_shared<nn::ReLU>());
   model.push_back(std::make_shared<nn::Linear>(256, 10));
+  model.to(device);
   optim::Adam opt(model.parameters(), 1e-3);
   data::DataLoader loader(images, labels, 128, /*shuffle=*/true, /*drop_last=*/false, 0);
   optim::CosineAnnealingLR sched(opt, 2 * loader.num_batches());
   int64_t epoch = 0;
-  auto t = time_ms(repeat, 1, [&] {
+  auto t = time_ms(device, repeat, 1, [&] {
     loader.set_epoch(epoch++);
     while (auto b = loader.next()) {
-      Tensor loss = cross_entropy(model.forward((b->images - 0.2860) * (1.0 / 0.3530)), b->labels);
+      Tensor loss = cross_entropy(model.forward((b->images.to(device) - 0.2860) * (1.0 / 0.3530)), b->labels.to(device));
       opt.zero_grad();
       loss.backward();
       opt.step();
@@ -217,11 +289,56 @@ std::vector<Figure> bench_train_epoch(int repeat) {
   return {summarize("train_mlp_epoch_s", "s", s)};
 }
 
+// CUDA only: 100k random allocations and frees of 1 B - 4 MiB (log-uniform sizes, at most 64 live)
+// through the caching allocator, against the same sequence with raw cudaMalloc/cudaFree. The
+// sequence is fixed, so both sides do exactly the same requests.
+std::vector<Figure> bench_alloc_churn(int repeat, Device device) {
+#if GRAFT_HAVE_CUDA
+  using graft::cuda::bench::ChurnStep;
+  const int slots = 64, n = 100000;
+  std::mt19937_64 rng(0);
+  std::uniform_real_distribution<double> log_size(0.0, std::log(4.0 * (1 << 20)));
+  std::vector<ChurnStep> steps;
+  std::vector<bool> live(slots, false);
+  for (int i = 0; i < n; ++i) {
+    int s = static_cast<int>(rng() % slots);
+    steps.push_back({s, live[s] ? 0 : std::max<int64_t>(1, static_cast<int64_t>(std::exp(log_size(rng))))});
+    live[s] = !live[s];
+  }
+  Allocator* alloc = get_allocator(device);
+  std::vector<DataPtr> held(slots);
+  auto release = [](DataPtr& p) {
+    if (p.deleter) p.deleter(p.ctx, p.ptr);
+    p = DataPtr{};
+  };
+  auto t = time_ms(device, repeat, 1, [&] {
+    for (const auto& st : steps) {
+      if (st.bytes > 0) held[st.slot] = alloc->allocate(static_cast<size_t>(st.bytes));
+      else release(held[st.slot]);
+    }
+    for (auto& p : held) release(p);
+  });
+  for (auto& v : t) v = v * 1000.0 / n;
+  // cudaFree synchronises the device: the raw side is slow, so it runs once.
+  std::vector<double> raw{graft::cuda::bench::raw_churn_ms(steps, slots, device.index) * 1000.0 / n};
+  Figure caching = summarize("alloc_churn_caching_us_per_op", "us", t), raw_f = summarize("alloc_churn_raw_us_per_op", "us", raw);
+  std::vector<double> speedup{raw_f.median / caching.median};
+  return {caching, raw_f, summarize("alloc_churn_speedup", "x", speedup)};
+#else
+  (void)repeat;
+  (void)device;
+  return {};
+#endif
+}
+
 const std::vector<Workload>& workloads() {
   static const std::vector<Workload> w = {
       {"engine", bench_engine, 10},          {"mlp", bench_mlp, 10},     {"cnn", bench_cnn, 5},
-      {"matmul1024", bench_matmul, 10},      {"elementwise_add", bench_add, 10},
-      {"deep_mlp", bench_deep_mlp, 3},       {"train_epoch", bench_train_epoch, 3},
+      {"matmul1024", bench_matmul, 10, kOnCpu},
+      {"matmul4096", bench_matmul4096, 10, kOnCuda},
+      {"elementwise_add", bench_add, 10},
+      {"deep_mlp", bench_deep_mlp, 3},       {"alloc_churn", bench_alloc_churn, 5, kOnCuda},
+      {"train_epoch", bench_train_epoch, 3},
   };
   return w;
 }

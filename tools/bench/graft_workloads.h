@@ -3,14 +3,19 @@
 #include <string>
 #include <vector>
 
+#include "runtime/device.h"
 #include "tools/bench/bench_stats.h"
 
 namespace graft_bench {
 
+// Where a workload runs.
+enum DeviceMask : unsigned { kOnCpu = 1, kOnCuda = 2, kOnBoth = kOnCpu | kOnCuda };
+
 struct Workload {
   std::string name;
-  std::vector<Figure> (*run)(int repeat);
+  std::vector<Figure> (*run)(int repeat, graft::Device device);
   int default_repeat;
+  unsigned devices = kOnBoth;
 };
 
 const std::vector<Workload>& workloads();

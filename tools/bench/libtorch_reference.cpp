@@ -133,6 +133,42 @@ std::vector<Figure> bench_add(int repeat) {
   return {summarize("elementwise_add_gbps", "GB/s", gbps)};
 }
 
+// libtorch's C++ API has no torch::utils::checkpoint (it is Python-only), so the reference writes
+// the reentrant form as a custom Function: forward without a graph, keep only the input; backward
+// re-runs the layers with grad on and back-propagates through them, the parameters' grads
+// accumulating directly as in torch.utils.checkpoint(use_reentrant=True).
+struct CheckpointSegment : torch::autograd::Function<CheckpointSegment> {
+  static torch::Tensor run(const torch::Tensor& x, const std::vector<torch::Tensor>& ws,
+                           const std::vector<torch::Tensor>& bs, int64_t lo, int64_t hi) {
+    torch::Tensor h = x;
+    for (int64_t i = lo; i < hi; ++i) h = torch::tanh(torch::linear(h, ws[i], bs[i]));
+    return h;
+  }
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, torch::Tensor x,
+                               std::vector<torch::Tensor>* ws, std::vector<torch::Tensor>* bs, int64_t lo, int64_t hi) {
+    ctx->save_for_backward({x});
+    ctx->saved_data["ws"] = reinterpret_cast<int64_t>(ws);
+    ctx->saved_data["bs"] = reinterpret_cast<int64_t>(bs);
+    ctx->saved_data["lo"] = lo;
+    ctx->saved_data["hi"] = hi;
+    torch::NoGradGuard ng;
+    return run(x, *ws, *bs, lo, hi);
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list g) {
+    auto* ws = reinterpret_cast<std::vector<torch::Tensor>*>(ctx->saved_data["ws"].toInt());
+    auto* bs = reinterpret_cast<std::vector<torch::Tensor>*>(ctx->saved_data["bs"].toInt());
+    torch::Tensor x = ctx->get_saved_variables()[0].detach().requires_grad_(true);
+    torch::Tensor h;
+    {
+      torch::AutoGradMode on(true);
+      h = run(x, *ws, *bs, ctx->saved_data["lo"].toInt(), ctx->saved_data["hi"].toInt());
+    }
+    torch::autograd::backward({h}, {g[0]});
+    return {x.grad(), torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
+  }
+};
+
 std::vector<Figure> bench_deep_mlp(int repeat) {
   torch::manual_seed(0);
   const int layers = 64, width = 1024, batch = 256;
@@ -142,16 +178,30 @@ std::vector<Figure> bench_deep_mlp(int repeat) {
     bs.push_back(param({width}, 0.0));
   }
   auto x = torch::randn({batch, width});
-  auto t = time_ms(repeat, 1, [&] {
-    auto h = x;
-    for (int i = 0; i < layers; ++i) h = torch::tanh(torch::linear(h, ws[i], bs[i]));
-    h.mean().backward();
-    for (int i = 0; i < layers; ++i) {
-      ws[i].mutable_grad().reset();
-      bs[i].mutable_grad().reset();
-    }
-  });
-  return {summarize("deep_mlp_step_ms", "ms", t)};  // libtorch's CPU allocator keeps no statistics
+  std::vector<Figure> out;
+  for (int mode = 0; mode < 2; ++mode) {
+    auto t = time_ms(repeat, 1, [&] {
+      torch::Tensor h = x;
+      if (mode == 0) {
+        for (int i = 0; i < layers; ++i) h = torch::tanh(torch::linear(h, ws[i], bs[i]));
+      } else {  // 8 checkpointed segments, the last one plain, as graft's checkpoint_sequential
+        const int seg = layers / 8;
+        int lo = 0;
+        for (; lo + seg < layers; lo += seg) h = CheckpointSegment::apply(h, &ws, &bs, lo, lo + seg);
+        for (int i = lo; i < layers; ++i) h = torch::tanh(torch::linear(h, ws[i], bs[i]));
+      }
+      h.mean().backward();
+      // As graft's side: grads stay allocated and backward accumulates into them.
+      torch::NoGradGuard ng;
+      for (int i = 0; i < layers; ++i) {
+        ws[i].mutable_grad().zero_();
+        bs[i].mutable_grad().zero_();
+      }
+    });
+    // libtorch's CPU allocator keeps no statistics: times only.
+    out.push_back(summarize(mode == 0 ? "deep_mlp_step_ms" : "deep_mlp_sqrt_step_ms", "ms", t));
+  }
+  return out;
 }
 
 struct Workload {

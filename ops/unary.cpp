@@ -4,10 +4,14 @@
 // float32; neg/abs/sign/relu keep the input dtype (neg and relu refuse bool); in-place versions
 // must be able to write their result type into self.
 #include <cmath>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 #include <numbers>
 #include <string>
 #include <type_traits>
 
+#include "ops/dnnl_utils.h"
 #include "ops/kernel_utils.h"
 #include "ops/ops.h"
 #include "ops/tensor_iterator.h"
@@ -141,7 +145,50 @@ Tensor exp_cpu(const Tensor& x) { return floating_unary("exp", x, [](auto v) { r
 Tensor log_cpu(const Tensor& x) { return floating_unary("log", x, [](auto v) { return std::log(v); }); }
 Tensor sin_cpu(const Tensor& x) { return floating_unary("sin", x, [](auto v) { return std::sin(v); }); }
 Tensor cos_cpu(const Tensor& x) { return floating_unary("cos", x, [](auto v) { return std::cos(v); }); }
-Tensor tanh_cpu(const Tensor& x) { return floating_unary("tanh", x, [](auto v) { return tanh_value(v); }); }
+// Contiguous float32 tanh of at least kDnnlTanhMin elements runs on oneDNN's JIT eltwise: a
+// vectorised polynomial within 1 ulp of tanh computed in double (checked on the same grid as
+// tanh_value), about 20x the scalar loop (0.03 vs 0.58 ms for 256K elements here), which matters
+// because tanh is a third of a Linear+Tanh layer's forward and checkpointing re-runs forwards.
+// Below the threshold the primitive lookup would cost more than the loop; strided inputs and
+// float64 take the exact scalar path. A given shape always takes the same path, so a
+// recomputation (checkpoint) reproduces the original bits.
+constexpr int64_t kDnnlTanhMin = 2048;
+constexpr int64_t kKeyEltwiseTanh = 20;  // primitive-cache kind (linalg 1, conv 2-4)
+
+int omp_max_threads() {
+#ifdef _OPENMP
+  return omp_get_max_threads();
+#else
+  return 1;
+#endif
+}
+
+struct EltwisePrimitive : dnnl_utils::CachedPrimitive {
+  dnnl::memory::desc md;
+};
+
+Tensor tanh_cpu(const Tensor& x) {
+  check_defined(x, "tanh", "self");
+  if (x.dtype() != kFloat32 || !x.is_contiguous() || x.numel() < kDnnlTanhMin)
+    return floating_unary("tanh", x, [](auto v) { return tanh_value(v); });
+  namespace du = dnnl_utils;
+  du::PrimitiveKey key(kKeyEltwiseTanh);
+  key.add(x.numel()).add(omp_max_threads());
+  auto p = du::get_or_create_as<EltwisePrimitive>(key, [&] {
+    auto e = std::make_shared<EltwisePrimitive>();
+    e->md = du::make_desc(Shape{x.numel()}, Shape{1}, kFloat32);
+    dnnl::eltwise_forward::primitive_desc pd(
+        dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::eltwise_tanh, e->md),
+        du::default_attr(), du::cpu_engine());
+    e->prim = dnnl::eltwise_forward(pd);
+    e->scratchpad = pd.scratchpad_desc();
+    return e;
+  });
+  Tensor out = new_tensor(x.sizes(), kFloat32, x.device());
+  du::execute(*p, {{DNNL_ARG_SRC, du::make_memory(p->md, x.data_ptr())},
+                   {DNNL_ARG_DST, du::make_memory(p->md, out.data_ptr())}});
+  return out;
+}
 Tensor sigmoid_cpu(const Tensor& x) { return floating_unary("sigmoid", x, [](auto v) { return sigmoid_value(v); }); }
 Tensor sqrt_cpu(const Tensor& x) { return floating_unary("sqrt", x, [](auto v) { return std::sqrt(v); }); }
 Tensor rsqrt_cpu(const Tensor& x) {

@@ -134,38 +134,34 @@ std::vector<Figure> bench_add(int repeat) {
 }
 
 // libtorch's C++ API has no torch::utils::checkpoint (it is Python-only), so the reference writes
-// the reentrant form as a custom Function: forward without a graph, keep only the input; backward
-// re-runs the layers with grad on and back-propagates through them, the parameters' grads
-// accumulating directly as in torch.utils.checkpoint(use_reentrant=True).
+// the reentrant form as a custom Function: forward without a graph, keeping only the segment's
+// input (and its parameters, which live anyway); backward re-runs the layers with grad on and
+// differentiates them, as torch.utils.checkpoint(use_reentrant=True) does.
 struct CheckpointSegment : torch::autograd::Function<CheckpointSegment> {
-  static torch::Tensor run(const torch::Tensor& x, const std::vector<torch::Tensor>& ws,
-                           const std::vector<torch::Tensor>& bs, int64_t lo, int64_t hi) {
-    torch::Tensor h = x;
-    for (int64_t i = lo; i < hi; ++i) h = torch::tanh(torch::linear(h, ws[i], bs[i]));
+  // params = [w_lo, b_lo, w_lo+1, b_lo+1, ...]
+  static torch::Tensor run(torch::Tensor h, at::TensorList params) {
+    for (size_t i = 0; i + 1 < params.size(); i += 2) h = torch::tanh(torch::linear(h, params[i], params[i + 1]));
     return h;
   }
-  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, torch::Tensor x,
-                               std::vector<torch::Tensor>* ws, std::vector<torch::Tensor>* bs, int64_t lo, int64_t hi) {
-    ctx->save_for_backward({x});
-    ctx->saved_data["ws"] = reinterpret_cast<int64_t>(ws);
-    ctx->saved_data["bs"] = reinterpret_cast<int64_t>(bs);
-    ctx->saved_data["lo"] = lo;
-    ctx->saved_data["hi"] = hi;
-    torch::NoGradGuard ng;
-    return run(x, *ws, *bs, lo, hi);
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, torch::Tensor x, at::TensorList params) {
+    std::vector<torch::Tensor> keep{x};
+    keep.insert(keep.end(), params.begin(), params.end());
+    ctx->save_for_backward(keep);
+    return run(x, params);  // Function::apply runs forward with grad mode off
   }
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list g) {
-    auto* ws = reinterpret_cast<std::vector<torch::Tensor>*>(ctx->saved_data["ws"].toInt());
-    auto* bs = reinterpret_cast<std::vector<torch::Tensor>*>(ctx->saved_data["bs"].toInt());
-    torch::Tensor x = ctx->get_saved_variables()[0].detach().requires_grad_(true);
+    auto saved = ctx->get_saved_variables();
+    torch::Tensor x = saved[0].detach().requires_grad_(true);
+    std::vector<torch::Tensor> params(saved.begin() + 1, saved.end());
     torch::Tensor h;
     {
       torch::AutoGradMode on(true);
-      h = run(x, *ws, *bs, ctx->saved_data["lo"].toInt(), ctx->saved_data["hi"].toInt());
+      h = run(x, params);
     }
-    torch::autograd::backward({h}, {g[0]});
-    return {x.grad(), torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
+    std::vector<torch::Tensor> inputs{x};
+    inputs.insert(inputs.end(), params.begin(), params.end());
+    return torch::autograd::grad({h}, inputs, {g[0]});  // one grad per forward input: x, then each param
   }
 };
 
@@ -187,7 +183,14 @@ std::vector<Figure> bench_deep_mlp(int repeat) {
       } else {  // 8 checkpointed segments, the last one plain, as graft's checkpoint_sequential
         const int seg = layers / 8;
         int lo = 0;
-        for (; lo + seg < layers; lo += seg) h = CheckpointSegment::apply(h, &ws, &bs, lo, lo + seg);
+        for (; lo + seg < layers; lo += seg) {
+          std::vector<torch::Tensor> params;
+          for (int i = lo; i < lo + seg; ++i) {
+            params.push_back(ws[i]);
+            params.push_back(bs[i]);
+          }
+          h = CheckpointSegment::apply(h, at::TensorList(params));
+        }
         for (int i = lo; i < layers; ++i) h = torch::tanh(torch::linear(h, ws[i], bs[i]));
       }
       h.mean().backward();

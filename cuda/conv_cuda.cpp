@@ -17,6 +17,7 @@
 #include "cuda/cuda_context.h"
 #include "cuda/kernels/im2col.h"
 #include "cuda/kernels/matmul_int.h"
+#include "ops/conv_pool_params.h"
 #include "ops/kernel_utils.h"
 #include "ops/ops.h"
 #include "runtime/dispatcher.h"
@@ -25,76 +26,6 @@ namespace graft {
 namespace kernels {
 namespace {
 
-struct ConvParams {
-  int64_t N, C, H, W;      // input
-  int64_t O, kh, kw;       // weight [O, C/groups, kh, kw]
-  int64_t OH, OW;          // output
-  int64_t sh, sw, ph, pw, dh, dw, groups;
-  bool batched;            // false: 3-D tensors without N (N == 1)
-  Shape input_sizes() const { return batched ? Shape{N, C, H, W} : Shape{C, H, W}; }
-  Shape output_sizes() const { return batched ? Shape{N, O, OH, OW} : Shape{O, OH, OW}; }
-  Shape weight_sizes() const { return {O, C / groups, kh, kw}; }
-};
-
-std::pair<int64_t, int64_t> pair_arg(const Shape& v, const char* op, const char* name) {
-  GRAFT_CHECK(v.size() == 1 || v.size() == 2, op, ": ", name, " must be one int or a pair of ints, got ",
-              shape_str(v));
-  return {v[0], v.size() == 2 ? v[1] : v[0]};
-}
-
-// Validates every argument against the input and weight shapes; the output size follows.
-ConvParams conv_params(const char* op, const Shape& in, const Shape& wt, const Shape& stride, const Shape& padding,
-                       const Shape& dilation, int64_t groups) {
-  GRAFT_CHECK(in.size() == 3 || in.size() == 4, op, ": expected a 3-D (unbatched) or 4-D (batched) input, got ",
-              shape_str(in));
-  GRAFT_CHECK(wt.size() == 4, op, ": expected a 4-D weight [out_channels, in_channels/groups, kH, kW], got ",
-              shape_str(wt));
-  for (int64_t v : in) GRAFT_CHECK(v >= 0, op, ": negative dimension in input shape ", shape_str(in));
-  ConvParams p{};
-  p.batched = in.size() == 4;
-  size_t o = p.batched ? 1 : 0;
-  p.N = p.batched ? in[0] : 1;
-  p.C = in[o];
-  p.H = in[o + 1];
-  p.W = in[o + 2];
-  p.O = wt[0];
-  p.kh = wt[2];
-  p.kw = wt[3];
-  std::tie(p.sh, p.sw) = pair_arg(stride, op, "stride");
-  std::tie(p.ph, p.pw) = pair_arg(padding, op, "padding");
-  std::tie(p.dh, p.dw) = pair_arg(dilation, op, "dilation");
-  p.groups = groups;
-  GRAFT_CHECK(p.sh > 0 && p.sw > 0, op, ": stride must be positive, got ", shape_str(stride));
-  GRAFT_CHECK(p.ph >= 0 && p.pw >= 0, op, ": padding must be non-negative, got ", shape_str(padding));
-  GRAFT_CHECK(p.dh > 0 && p.dw > 0, op, ": dilation must be positive, got ", shape_str(dilation));
-  GRAFT_CHECK(groups > 0, op, ": groups must be positive, got ", groups);
-  GRAFT_CHECK(p.kh > 0 && p.kw > 0 && p.O > 0, op, ": weight ", shape_str(wt), " has an empty dimension");
-  GRAFT_CHECK(p.C % groups == 0, op, ": input channels ", p.C, " (input ", shape_str(in),
-              ") are not divisible by groups=", groups);
-  GRAFT_CHECK(p.O % groups == 0, op, ": out channels ", p.O, " (weight ", shape_str(wt),
-              ") are not divisible by groups=", groups);
-  GRAFT_CHECK(wt[1] * groups == p.C, op, ": given groups=", groups, ", weight of size ", shape_str(wt),
-              ", expected input ", shape_str(in), " to have ", wt[1] * groups, " channels, but got ", p.C,
-              " channels instead");
-  int64_t eff_h = p.dh * (p.kh - 1) + 1, eff_w = p.dw * (p.kw - 1) + 1;
-  GRAFT_CHECK(p.H + 2 * p.ph >= eff_h && p.W + 2 * p.pw >= eff_w, op, ": padded input size per channel (",
-              p.H + 2 * p.ph, " x ", p.W + 2 * p.pw, ") of input ", shape_str(in), " is smaller than the kernel (",
-              eff_h, " x ", eff_w, " with dilation ", shape_str(dilation), ", weight ", shape_str(wt), ")");
-  p.OH = (p.H + 2 * p.ph - eff_h) / p.sh + 1;
-  p.OW = (p.W + 2 * p.pw - eff_w) / p.sw + 1;
-  return p;
-}
-
-void check_conv_tensor(const Tensor& t, const char* op, const char* arg) {
-  check_defined(t, op, arg);
-  GRAFT_CHECK(is_floating(t.dtype()), op, ": expected a float32 or float64 ", arg, ", got ", describe(t));
-}
-
-void check_grad_out(const Tensor& grad_out, const ConvParams& p, const char* op) {
-  GRAFT_CHECK(grad_out.sizes() == p.output_sizes(), op, ": expected grad_out of shape ", shape_str(p.output_sizes()),
-              " (the output of input ", shape_str(p.input_sizes()), " and weight ", shape_str(p.weight_sizes()),
-              "), got ", shape_str(grad_out.sizes()));
-}
 
 // ---- im2col + GEMM ----
 

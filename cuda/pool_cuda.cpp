@@ -6,6 +6,7 @@
 
 #include "cuda/cuda_context.h"
 #include "cuda/kernels/pool.h"
+#include "ops/conv_pool_params.h"
 #include "ops/kernel_utils.h"
 #include "ops/ops.h"
 #include "runtime/dispatcher.h"
@@ -14,66 +15,11 @@ namespace graft {
 namespace kernels {
 namespace {
 
-struct PoolParams {
-  int64_t N, C, H, W;
-  int64_t kh, kw, sh, sw, ph, pw, dh, dw;
-  int64_t OH, OW;
-  bool batched;
-  int64_t planes() const { return N * C; }
-  Shape output_sizes() const { return batched ? Shape{N, C, OH, OW} : Shape{C, OH, OW}; }
-  cuda::PoolGeometry geometry() const { return {planes(), H, W, OH, OW, kh, kw, sh, sw, ph, pw, dh, dw}; }
-};
-
-std::pair<int64_t, int64_t> pair_arg(const Shape& v, const char* op, const char* name) {
-  GRAFT_CHECK(v.size() == 1 || v.size() == 2, op, ": ", name, " must be one int or a pair of ints, got ",
-              shape_str(v));
-  return {v[0], v.size() == 2 ? v[1] : v[0]};
+// The window arithmetic (ops/conv_pool_params.h) as the plain struct the .cu kernels take.
+cuda::PoolGeometry geometry(const PoolParams& p) {
+  return {p.planes(), p.H, p.W, p.OH, p.OW, p.kh, p.kw, p.sh, p.sw, p.ph, p.pw, p.dh, p.dw};
 }
 
-int64_t pool_output_size(int64_t in, int64_t k, int64_t pad, int64_t stride, int64_t dil, bool ceil_mode) {
-  int64_t num = in + 2 * pad - dil * (k - 1) - 1 + (ceil_mode ? stride - 1 : 0);
-  // Floor division (num may be negative for a kernel larger than the padded input).
-  int64_t q = num >= 0 ? num / stride : -((-num + stride - 1) / stride);
-  int64_t out = q + 1;
-  if (ceil_mode && (out - 1) * stride >= in + pad) --out;
-  return out;
-}
-
-PoolParams pool_params(const char* op, const Shape& in, const Shape& kernel, const Shape& stride,
-                       const Shape& padding, const Shape& dilation, bool ceil_mode) {
-  GRAFT_CHECK(in.size() == 3 || in.size() == 4, op, ": expected a 3-D (unbatched) or 4-D (batched) input, got ",
-              shape_str(in));
-  PoolParams p{};
-  p.batched = in.size() == 4;
-  size_t o = p.batched ? 1 : 0;
-  p.N = p.batched ? in[0] : 1;
-  p.C = in[o];
-  p.H = in[o + 1];
-  p.W = in[o + 2];
-  GRAFT_CHECK(p.C > 0 && p.H > 0 && p.W > 0, op, ": expected an input with non-zero channels, height and width, got ",
-              shape_str(in));
-  std::tie(p.kh, p.kw) = pair_arg(kernel, op, "kernel_size");
-  if (stride.empty()) {
-    p.sh = p.kh;
-    p.sw = p.kw;
-  } else {
-    std::tie(p.sh, p.sw) = pair_arg(stride, op, "stride");
-  }
-  std::tie(p.ph, p.pw) = pair_arg(padding, op, "padding");
-  std::tie(p.dh, p.dw) = pair_arg(dilation, op, "dilation");
-  GRAFT_CHECK(p.kh > 0 && p.kw > 0, op, ": kernel_size must be positive, got ", shape_str(kernel));
-  GRAFT_CHECK(p.sh > 0 && p.sw > 0, op, ": stride must be positive, got ", shape_str(stride));
-  GRAFT_CHECK(p.dh > 0 && p.dw > 0, op, ": dilation must be positive, got ", shape_str(dilation));
-  GRAFT_CHECK(p.ph >= 0 && p.pw >= 0 && p.ph <= p.kh / 2 && p.pw <= p.kw / 2, op,
-              ": pad should be at most half of kernel size, but got padding ", shape_str(padding),
-              " and kernel_size ", shape_str(kernel));
-  p.OH = pool_output_size(p.H, p.kh, p.ph, p.sh, p.dh, ceil_mode);
-  p.OW = pool_output_size(p.W, p.kw, p.pw, p.sw, p.dw, ceil_mode);
-  GRAFT_CHECK(p.OH > 0 && p.OW > 0, op, ": output size is too small: input ", shape_str(in), " with kernel_size ",
-              shape_str(kernel), ", padding ", shape_str(padding), " and dilation ", shape_str(dilation),
-              " gives an output of ", p.OH, " x ", p.OW);
-  return p;
-}
 
 // ---- max ----
 
@@ -94,7 +40,7 @@ Tensor max_pool2d_impl(const Tensor& input, const Shape& kernel, const Shape& st
     if constexpr (!std::is_same_v<T, bool>)
       // x [planes, H, W] -> out, ind [planes, OH, OW]
       cuda::launch_max_pool2d<T>(static_cast<const T*>(x.data_ptr()), static_cast<T*>(out.data_ptr()),
-                                 ind ? ind->data_ptr<int64_t>() : nullptr, p.geometry(), stream);
+                                 ind ? ind->data_ptr<int64_t>() : nullptr, geometry(p), stream);
   });
   return out;
 }
@@ -175,7 +121,7 @@ Tensor avg_pool2d_cuda(const Tensor& input, const Shape& kernel, const Shape& st
   Tensor x = ops::contiguous(input);
   dispatch_floating(input.dtype(), op, [&]<class T>() {
     // x [planes, H, W] -> out [planes, OH, OW]
-    cuda::launch_avg_pool2d<T>(static_cast<const T*>(x.data_ptr()), static_cast<T*>(out.data_ptr()), p.geometry(),
+    cuda::launch_avg_pool2d<T>(static_cast<const T*>(x.data_ptr()), static_cast<T*>(out.data_ptr()), geometry(p),
                                count_include_pad, stream);
   });
   return out;
@@ -198,7 +144,7 @@ Tensor avg_pool2d_backward_cuda(const Tensor& grad_out, const Tensor& input, con
   dispatch_floating(grad_out.dtype(), op, [&]<class T>() {
     // grad_out [planes, OH, OW] -> gi [planes, H, W]
     cuda::launch_avg_pool2d_backward<T>(static_cast<const T*>(go.data_ptr()), static_cast<T*>(gi.data_ptr()),
-                                        p.geometry(), count_include_pad, stream);
+                                        geometry(p), count_include_pad, stream);
   });
   return gi;
 }

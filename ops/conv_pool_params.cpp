@@ -1,0 +1,115 @@
+#include "ops/conv_pool_params.h"
+
+#include <tuple>
+
+#include "ops/kernel_utils.h"
+
+namespace graft::kernels {
+
+// A 2-D parameter given as one int (both dims) or a pair.
+std::pair<int64_t, int64_t> pair_arg(const Shape& v, const char* op, const char* name) {
+  GRAFT_CHECK(v.size() == 1 || v.size() == 2, op, ": ", name, " must be one int or a pair of ints, got ",
+              shape_str(v));
+  return {v[0], v.size() == 2 ? v[1] : v[0]};
+}
+
+// Validates every argument against the input and weight shapes; the output size follows.
+ConvParams conv_params(const char* op, const Shape& in, const Shape& wt, const Shape& stride, const Shape& padding,
+                       const Shape& dilation, int64_t groups) {
+  GRAFT_CHECK(in.size() == 3 || in.size() == 4, op, ": expected a 3-D (unbatched) or 4-D (batched) input, got ",
+              shape_str(in));
+  GRAFT_CHECK(wt.size() == 4, op, ": expected a 4-D weight [out_channels, in_channels/groups, kH, kW], got ",
+              shape_str(wt));
+  for (int64_t v : in) GRAFT_CHECK(v >= 0, op, ": negative dimension in input shape ", shape_str(in));
+  ConvParams p{};
+  p.batched = in.size() == 4;
+  size_t o = p.batched ? 1 : 0;
+  p.N = p.batched ? in[0] : 1;
+  p.C = in[o];
+  p.H = in[o + 1];
+  p.W = in[o + 2];
+  p.O = wt[0];
+  p.kh = wt[2];
+  p.kw = wt[3];
+  std::tie(p.sh, p.sw) = pair_arg(stride, op, "stride");
+  std::tie(p.ph, p.pw) = pair_arg(padding, op, "padding");
+  std::tie(p.dh, p.dw) = pair_arg(dilation, op, "dilation");
+  p.groups = groups;
+  GRAFT_CHECK(p.sh > 0 && p.sw > 0, op, ": stride must be positive, got ", shape_str(stride));
+  GRAFT_CHECK(p.ph >= 0 && p.pw >= 0, op, ": padding must be non-negative, got ", shape_str(padding));
+  GRAFT_CHECK(p.dh > 0 && p.dw > 0, op, ": dilation must be positive, got ", shape_str(dilation));
+  GRAFT_CHECK(groups > 0, op, ": groups must be positive, got ", groups);
+  GRAFT_CHECK(p.kh > 0 && p.kw > 0 && p.O > 0, op, ": weight ", shape_str(wt), " has an empty dimension");
+  GRAFT_CHECK(p.C % groups == 0, op, ": input channels ", p.C, " (input ", shape_str(in),
+              ") are not divisible by groups=", groups);
+  GRAFT_CHECK(p.O % groups == 0, op, ": out channels ", p.O, " (weight ", shape_str(wt),
+              ") are not divisible by groups=", groups);
+  GRAFT_CHECK(wt[1] * groups == p.C, op, ": given groups=", groups, ", weight of size ", shape_str(wt),
+              ", expected input ", shape_str(in), " to have ", wt[1] * groups, " channels, but got ", p.C,
+              " channels instead");
+  int64_t eff_h = p.dh * (p.kh - 1) + 1, eff_w = p.dw * (p.kw - 1) + 1;
+  GRAFT_CHECK(p.H + 2 * p.ph >= eff_h && p.W + 2 * p.pw >= eff_w, op, ": padded input size per channel (",
+              p.H + 2 * p.ph, " x ", p.W + 2 * p.pw, ") of input ", shape_str(in), " is smaller than the kernel (",
+              eff_h, " x ", eff_w, " with dilation ", shape_str(dilation), ", weight ", shape_str(wt), ")");
+  p.OH = (p.H + 2 * p.ph - eff_h) / p.sh + 1;
+  p.OW = (p.W + 2 * p.pw - eff_w) / p.sw + 1;
+  return p;
+}
+
+void check_conv_tensor(const Tensor& t, const char* op, const char* arg) {
+  check_defined(t, op, arg);
+  GRAFT_CHECK(is_floating(t.dtype()), op, ": expected a float32 or float64 ", arg, ", got ", describe(t));
+}
+
+void check_grad_out(const Tensor& grad_out, const ConvParams& p, const char* op) {
+  GRAFT_CHECK(grad_out.sizes() == p.output_sizes(), op, ": expected grad_out of shape ", shape_str(p.output_sizes()),
+              " (the output of input ", shape_str(p.input_sizes()), " and weight ", shape_str(p.weight_sizes()),
+              "), got ", shape_str(grad_out.sizes()));
+}
+
+int64_t pool_output_size(int64_t in, int64_t k, int64_t pad, int64_t stride, int64_t dil, bool ceil_mode) {
+  int64_t num = in + 2 * pad - dil * (k - 1) - 1 + (ceil_mode ? stride - 1 : 0);
+  // Floor division (num may be negative for a kernel larger than the padded input).
+  int64_t q = num >= 0 ? num / stride : -((-num + stride - 1) / stride);
+  int64_t out = q + 1;
+  if (ceil_mode && (out - 1) * stride >= in + pad) --out;
+  return out;
+}
+
+PoolParams pool_params(const char* op, const Shape& in, const Shape& kernel, const Shape& stride,
+                       const Shape& padding, const Shape& dilation, bool ceil_mode) {
+  GRAFT_CHECK(in.size() == 3 || in.size() == 4, op, ": expected a 3-D (unbatched) or 4-D (batched) input, got ",
+              shape_str(in));
+  PoolParams p{};
+  p.batched = in.size() == 4;
+  size_t o = p.batched ? 1 : 0;
+  p.N = p.batched ? in[0] : 1;
+  p.C = in[o];
+  p.H = in[o + 1];
+  p.W = in[o + 2];
+  GRAFT_CHECK(p.C > 0 && p.H > 0 && p.W > 0, op, ": expected an input with non-zero channels, height and width, got ",
+              shape_str(in));
+  std::tie(p.kh, p.kw) = pair_arg(kernel, op, "kernel_size");
+  if (stride.empty()) {
+    p.sh = p.kh;
+    p.sw = p.kw;
+  } else {
+    std::tie(p.sh, p.sw) = pair_arg(stride, op, "stride");
+  }
+  std::tie(p.ph, p.pw) = pair_arg(padding, op, "padding");
+  std::tie(p.dh, p.dw) = pair_arg(dilation, op, "dilation");
+  GRAFT_CHECK(p.kh > 0 && p.kw > 0, op, ": kernel_size must be positive, got ", shape_str(kernel));
+  GRAFT_CHECK(p.sh > 0 && p.sw > 0, op, ": stride must be positive, got ", shape_str(stride));
+  GRAFT_CHECK(p.dh > 0 && p.dw > 0, op, ": dilation must be positive, got ", shape_str(dilation));
+  GRAFT_CHECK(p.ph >= 0 && p.pw >= 0 && p.ph <= p.kh / 2 && p.pw <= p.kw / 2, op,
+              ": pad should be at most half of kernel size, but got padding ", shape_str(padding),
+              " and kernel_size ", shape_str(kernel));
+  p.OH = pool_output_size(p.H, p.kh, p.ph, p.sh, p.dh, ceil_mode);
+  p.OW = pool_output_size(p.W, p.kw, p.pw, p.sw, p.dw, ceil_mode);
+  GRAFT_CHECK(p.OH > 0 && p.OW > 0, op, ": output size is too small: input ", shape_str(in), " with kernel_size ",
+              shape_str(kernel), ", padding ", shape_str(padding), " and dilation ", shape_str(dilation),
+              " gives an output of ", p.OH, " x ", p.OW);
+  return p;
+}
+
+}  // namespace graft::kernels

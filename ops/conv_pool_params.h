@@ -1,0 +1,47 @@
+#pragma once
+// Argument checking and output-size arithmetic of conv2d, max/avg pooling and their backward ops,
+// shared by the CPU kernels (ops/conv.cpp, ops/pool.cpp) and the CUDA ones (cuda/conv_cuda.cpp,
+// cuda/pool_cuda.cpp), so both devices accept the same arguments and word their errors the same way.
+#include <utility>
+
+#include "runtime/shape.h"
+#include "runtime/tensor.h"
+
+namespace graft::kernels {
+
+struct ConvParams {
+  int64_t N, C, H, W;      // input
+  int64_t O, kh, kw;       // weight [O, C/groups, kh, kw]
+  int64_t OH, OW;          // output
+  int64_t sh, sw, ph, pw, dh, dw, groups;
+  bool batched;            // false: 3-D tensors without N (N == 1)
+  Shape input_sizes() const { return batched ? Shape{N, C, H, W} : Shape{C, H, W}; }
+  Shape output_sizes() const { return batched ? Shape{N, O, OH, OW} : Shape{O, OH, OW}; }
+  Shape weight_sizes() const { return {O, C / groups, kh, kw}; }
+};
+
+// A 2-D parameter given as one int (both dims) or a pair.
+std::pair<int64_t, int64_t> pair_arg(const Shape& v, const char* op, const char* name);
+// Validates every argument against the input and weight shapes; the output size follows.
+ConvParams conv_params(const char* op, const Shape& in, const Shape& wt, const Shape& stride, const Shape& padding,
+                       const Shape& dilation, int64_t groups);
+void check_conv_tensor(const Tensor& t, const char* op, const char* arg);
+void check_grad_out(const Tensor& grad_out, const ConvParams& p, const char* op);
+
+struct PoolParams {
+  int64_t N, C, H, W;
+  int64_t kh, kw, sh, sw, ph, pw, dh, dw;
+  int64_t OH, OW;
+  bool batched;
+  int64_t planes() const { return N * C; }
+  Shape output_sizes() const { return batched ? Shape{N, C, OH, OW} : Shape{C, OH, OW}; }
+};
+
+// PyTorch's pooling output size (floor, or ceil where the last window still starts inside the
+// input or its left padding).
+int64_t pool_output_size(int64_t in, int64_t k, int64_t pad, int64_t stride, int64_t dil, bool ceil_mode);
+// Validates the window arguments against the input shape; an empty stride means the kernel size.
+PoolParams pool_params(const char* op, const Shape& in, const Shape& kernel, const Shape& stride,
+                       const Shape& padding, const Shape& dilation, bool ceil_mode);
+
+}  // namespace graft::kernels

@@ -15,7 +15,7 @@ Tensor run_leaf_hooks(const Tensor& leaf, Tensor grad) {
   AutogradMeta* m = get_meta(leaf);
   if (!m) return grad;
   for (auto& h : m->leaf_hooks_) {
-    if (!h->fn || !grad.defined()) continue;
+    if (!h->fn) continue;
     Tensor r = h->fn(grad);
     if (r.defined()) grad = r;
   }
@@ -43,7 +43,7 @@ bool accumulate_directly(const Edge& edge, const std::function<void(Tensor& grad
   if (acc == nullptr || acc->has_pre_hooks() || acc->has_post_hooks() || !task_runs_without_capture(acc)) return false;
   const Tensor& v = acc->variable();
   AutogradMeta* m = get_meta(v);
-  if (m == nullptr || !m->leaf_hooks_.empty()) return false;
+  if (m == nullptr || !m->leaf_hooks_.empty() || !m->post_accumulate_hooks_.empty()) return false;
   std::lock_guard<std::mutex> lock(m->mutex_);
   Tensor& g = m->grad_;
   if (!g.defined() || tensor_requires_grad(g) || g.sizes() != v.sizes() || g.dtype() != v.dtype() ||
@@ -53,9 +53,21 @@ bool accumulate_directly(const Edge& edge, const std::function<void(Tensor& grad
   return true;
 }
 
+void AccumulateGrad::run_tensor_pre_hooks(variable_list& grads) {
+  Node::run_tensor_pre_hooks(grads);
+  if (!grads.empty()) grads[0] = run_leaf_hooks(variable_, std::move(grads[0]));
+}
+
 variable_list AccumulateGrad::apply(variable_list&& grads) {
-  Tensor g = run_leaf_hooks(variable_, std::move(grads[0]));
-  if (g.defined()) accumulate_into_grad(variable_, std::move(g));
+  if (!grads[0].defined()) return {};
+  accumulate_into_grad(variable_, std::move(grads[0]));
+  AutogradMeta* m = get_meta(variable_);
+  if (m == nullptr || m->post_accumulate_hooks_.empty()) return {};
+  // A copy: a hook may register or remove hooks.
+  auto hooks = m->post_accumulate_hooks_;
+  Tensor leaf = variable_;
+  for (auto& h : hooks)
+    if (*h) (*h)(leaf);
   return {};
 }
 

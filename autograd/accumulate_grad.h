@@ -1,7 +1,8 @@
 #pragma once
 // AccumulateGrad: the sink node of a leaf. It runs the leaf's hooks, then adds the gradient into
 // leaf.grad(): in place when grad mode is off (the usual backward), out of place under
-// create_graph so the accumulated grad keeps its own history.
+// create_graph so the accumulated grad keeps its own history. Then it runs the leaf's
+// post-accumulate-grad hooks (owned by the leaf's meta, so they need no one to hold this node).
 #include "autograd/autograd_meta.h"
 #include "autograd/node.h"
 
@@ -14,6 +15,8 @@ class AccumulateGrad final : public Node {
   explicit AccumulateGrad(Tensor variable);
   std::string name() const override { return "AccumulateGrad"; }
   variable_list apply(variable_list&& grads) override;
+  // A leaf's tensor hooks live on the leaf (they outlive any one accumulator).
+  void run_tensor_pre_hooks(variable_list& grads) override;
   const Tensor& variable() const { return variable_; }
 
  private:
@@ -34,7 +37,8 @@ void accumulate_into_grad(const Tensor& t, Tensor grad);
 // - `edge` leads to an AccumulateGrad that this task runs without capturing (not grad(), not a
 //   backward(inputs=) that skips it) and that has no tensor hooks, retain_grad or post hooks,
 //   since those must see the gradient as a separate tensor;
-// - .grad exists, does not require grad, and is contiguous with the leaf's shape and dtype.
+// - .grad exists, does not require grad, and is contiguous with the leaf's shape and dtype;
+// - the leaf has no post-accumulate-grad hooks (they must run once, after the whole sum).
 // Returns whether it ran; the caller then returns an undefined gradient for `edge`.
 bool accumulate_directly(const Edge& edge, const std::function<void(Tensor& grad)>& add);
 

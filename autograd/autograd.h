@@ -10,6 +10,8 @@
 #include "autograd/saved_tensor_hooks.h"
 #include "autograd/allow_mutation.h"
 #include "autograd/checkpoint.h"
+#include "autograd/anomaly_mode.h"
+#include "autograd/graph_export.h"
 
 namespace graft::autograd {
 using graft::autograd::grad_accumulator;

@@ -12,6 +12,7 @@
 //   grad_fn was computed. When the shared version moved on (an in-place op through the base or
 //   another view), grad_fn_of() regenerates the view's grad_fn as AsStridedBackward from the base's
 //   current history, which is how an in-place op on one view is seen by every other view.
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -29,6 +30,8 @@ struct AutogradMeta final : AutogradMetaInterface {
   Tensor grad_;
   bool retains_grad_ = false;
   std::vector<std::shared_ptr<TensorHook>> leaf_hooks_;  // hooks of a leaf, run before accumulation
+  // Run after the leaf's .grad was updated (register_post_accumulate_grad_hook).
+  std::vector<std::shared_ptr<std::function<void(Tensor&)>>> post_accumulate_hooks_;
   std::mutex mutex_;                                       // guards grad_ during concurrent backwards
 
   // Differentiable views.

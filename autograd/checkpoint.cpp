@@ -1,7 +1,11 @@
 #include "autograd/checkpoint.h"
 
+#include <algorithm>
+#include <iomanip>
 #include <map>
 #include <mutex>
+#include <optional>
+#include <sstream>
 
 #include "autograd/autograd_meta.h"
 #include "autograd/engine.h"
@@ -48,6 +52,7 @@ struct Frame {
   RngState rng_cpu;
   std::vector<std::pair<int, RngState>> rng_cuda;
   std::map<std::string, std::vector<CachedOutput>> cache;  // selective checkpointing, in call order
+  std::vector<std::string> forward_ops;                     // debug: the forward's op sequence
   std::mutex mu;
 };
 
@@ -60,12 +65,81 @@ struct TaskResults {
 
 struct StopRecompute {};
 
+thread_local int t_early_stop_override = -1;  // CheckpointEarlyStop: -1 none, 0 off, 1 on
+
+// Same storage and geometry, no autograd history.
+Tensor detached_alias(const Tensor& t) {
+  return Tensor(std::make_shared<TensorImpl>(t.impl()->storage(), t.dtype(), t.sizes(), t.strides(), t.storage_offset()));
+}
+
 std::string meta_str(const SavedMeta& m) { return detail::str_cat(shape_str(m.shape), " ", m.dtype, " ", m.device); }
 
-bool saves_policy(const CheckpointOptions& o, const Op& op) {
-  if (!o.policy || op.schema.is_inplace() || op.schema.is_view()) return false;
-  CheckpointPolicy p = o.policy(op.schema.name);
+bool has_policy(const CheckpointOptions& o) { return o.policy || o.op_policy; }
+
+bool saves_policy(const CheckpointOptions& o, const Op& op, const Stack& args) {
+  if (!has_policy(o) || op.schema.is_inplace() || op.schema.is_view()) return false;
+  CheckpointPolicy p;
+  if (o.op_policy) {
+    OpCall call{op.schema.name, {}};
+    for (const auto& a : args) {
+      if (const auto* t = std::get_if<Tensor>(&a)) call.inputs.push_back(*t);
+      else if (const auto* ts = std::get_if<std::vector<Tensor>>(&a)) call.inputs.insert(call.inputs.end(), ts->begin(), ts->end());
+    }
+    p = o.op_policy(call);
+  } else {
+    p = o.policy(op.schema.name);
+  }
   return p == CheckpointPolicy::MustSave || p == CheckpointPolicy::PreferSave;
+}
+
+// "mm([4, 8] float32, [8, 8] float32) -> [4, 8]": one line of checkpoint's debug op sequence.
+std::string describe_call(const Op& op, const Stack& args, const OpResult& out) {
+  std::ostringstream os;
+  os << op.schema.name << "(";
+  bool first = true;
+  for (const auto& a : args) {
+    if (const auto* t = std::get_if<Tensor>(&a)) {
+      os << (first ? "" : ", ") << (t->defined() ? shape_str(t->sizes()) + " " + dtype_name(t->dtype()) : "undefined");
+      first = false;
+    }
+  }
+  os << ") ->";
+  for (const auto& t : out) os << " " << (t.defined() ? shape_str(t.sizes()) : "undefined");
+  return os.str();
+}
+
+// Debug mode: records every op the function runs, in order.
+class OpRecorder final : public DispatchMode {
+ public:
+  explicit OpRecorder(std::vector<std::string>& ops) : ops_(ops) {}
+  OpResult on_op(const Op& op, Stack& args, const DispatchNext& next) override {
+    OpResult out = next(args);
+    ops_.push_back(describe_call(op, args, out));
+    return out;
+  }
+
+ private:
+  std::vector<std::string>& ops_;
+};
+
+// The forward's and the recomputation's op sequences side by side, the first difference marked.
+std::string debug_table(const std::vector<std::string>& fwd, const std::vector<std::string>& rec) {
+  size_t w = 8;
+  for (const auto& e : fwd) w = std::max(w, e.size());
+  std::ostringstream os;
+  os << "\ncheckpoint debug: ops of the original forward and of the recomputation (the recomputation stops at the "
+        "failure):\n";
+  os << "      #  " << std::left << std::setw(static_cast<int>(w)) << "forward" << "  recomputation\n";
+  bool marked = false;
+  for (size_t i = 0; i < std::max(fwd.size(), rec.size()); ++i) {
+    std::string a = i < fwd.size() ? fwd[i] : "-", b = i < rec.size() ? rec[i] : "-";
+    bool diff = !marked && a != b && (i < rec.size());
+    os << (diff ? " >> " : "    ") << std::right << std::setw(3) << i << "  " << std::left << std::setw(static_cast<int>(w))
+       << a << "  " << b
+       << (diff ? "   <-- first difference" : "") << "\n";
+    marked = marked || diff;
+  }
+  return os.str();
 }
 
 // Selective checkpointing as a dispatch mode: in the forward it keeps the outputs of *Save ops; in
@@ -74,12 +148,18 @@ class PolicyMode final : public DispatchMode {
  public:
   PolicyMode(Frame& f, bool recompute) : f_(f), recompute_(recompute) {}
   OpResult on_op(const Op& op, Stack& args, const DispatchNext& next) override {
-    if (!saves_policy(f_.opts, op)) return next(args);
+    if (!saves_policy(f_.opts, op, args)) return next(args);
     const std::string& name = op.schema.name;
     if (!recompute_) {
       OpResult out = next(args);
-      CachedOutput c{out, {}};
-      for (auto& t : out) c.versions.push_back(t.defined() ? t.version() : 0);
+      // Data only (same storage, so in-place writes still show in the version): the forward's
+      // tensor gets a grad_fn whose saved placeholders own this frame, and keeping it here would
+      // close a cycle.
+      CachedOutput c;
+      for (auto& t : out) {
+        c.outputs.push_back(t.defined() ? detached_alias(t) : Tensor());
+        c.versions.push_back(t.defined() ? t.version() : 0);
+      }
       std::lock_guard<std::mutex> lock(f_.mu);
       f_.cache[name].push_back(std::move(c));
       return out;
@@ -91,11 +171,14 @@ class PolicyMode final : public DispatchMode {
                 " more often than the original forward (call ", k + 1, "); the checkpointed function must run the "
                 "same ops in the same order");
     const CachedOutput& c = it->second[k];
-    for (size_t i = 0; i < c.outputs.size(); ++i)
+    for (size_t i = 0; i < c.outputs.size() && !f_.opts.allow_cache_entry_mutation; ++i)
       GRAFT_CHECK(!c.outputs[i].defined() || c.outputs[i].version() == c.versions[i], "checkpoint: the output of ",
                   name, " kept by the selective checkpoint policy was modified in place after the forward (version ",
-                  c.versions[i], " -> ", c.outputs[i].version(), ")");
-    return c.outputs;
+                  c.versions[i], " -> ", c.outputs[i].version(), "); set allow_cache_entry_mutation=true to allow it");
+    // A fresh alias per recomputation: the recomputed graph attaches its history to it.
+    OpResult out;
+    for (const auto& t : c.outputs) out.push_back(t.defined() ? detached_alias(t) : Tensor());
+    return out;
   }
 
  private:
@@ -153,7 +236,10 @@ void recompute(Frame& f, TaskResults& r) {
     ins.push_back(d);
   }
 
-  RngReplay rng(f);
+  std::optional<RngReplay> rng;
+  if (f.opts.preserve_rng_state) rng.emplace(f);
+  std::vector<std::string> rec_ops;  // debug: this recomputation's op sequence
+  auto debug_info = [&]() { return f.opts.debug ? debug_table(f.forward_ops, rec_ops) : std::string(); };
   AutogradTls fresh;  // no enclosing hooks, grad mode on
   fresh.grad_enabled = true;
   AutogradTlsGuard tls(fresh);
@@ -167,8 +253,8 @@ void recompute(Frame& f, TaskResults& r) {
             GRAFT_CHECK(!f.opts.determinism_check, "checkpoint: the recomputation saved a different number of tensors "
                         "than the original forward (more than ", n, "). Hint: the checkpointed function must be "
                         "deterministic (same ops, same shapes, same control flow); set determinism_check=false to "
-                        "skip this check.");
-            return Packed{};
+                        "skip this check.", debug_info());
+            return Packed{detached_alias(t)};
           }
           SavedMeta now{t.sizes(), t.dtype(), t.device()};
           const SavedMeta& was = f.metas[k];
@@ -177,23 +263,29 @@ void recompute(Frame& f, TaskResults& r) {
                       "checkpoint: recomputed tensor ", k, " has different metadata than during the original "
                       "forward: ", meta_str(was), " before, ", meta_str(now), " after. Hint: the checkpointed function "
                       "must be deterministic (same ops on the same shapes); set determinism_check=false to skip this "
-                      "check.");
-          r.tensors[k] = t;
+                      "check.", debug_info());
+          // Data only: the original graph gives it back its history when it unpacks (see
+          // SavedVariable), so nothing of the recomputation's graph outlives this call.
+          Tensor data = detached_alias(t);
+          r.tensors[k] = data;
           if (f.opts.early_stop && k >= target) throw StopRecompute{};
-          return k;
+          return data;
         },
-        // Only reached when fn calls grad() on its own graph during the recomputation.
-        [&r](const Packed& p) -> Tensor {
-          size_t k = std::any_cast<size_t>(p);
-          GRAFT_CHECK(k < r.tensors.size() && r.tensors[k].defined(), "checkpoint: a tensor saved during the "
-                      "recomputation was needed after it had been handed to the original graph");
-          return r.tensors[k];
-        });
+        // Only reached when fn calls grad() on its own graph during the recomputation. It keeps no
+        // reference to this task's results: the recomputed graph may outlive them.
+        [](const Packed& p) -> Tensor { return std::any_cast<const Tensor&>(p); });
     std::unique_ptr<PolicyMode> pmode;
     std::unique_ptr<DispatchModeGuard> pguard;
-    if (f.opts.policy) {
+    if (has_policy(f.opts)) {
       pmode = std::make_unique<PolicyMode>(f, /*recompute=*/true);
       pguard = std::make_unique<DispatchModeGuard>(pmode.get());
+    }
+    // Innermost, so it also sees the calls the policy answers from its cache.
+    std::optional<OpRecorder> recorder;
+    std::optional<DispatchModeGuard> rguard;
+    if (f.opts.debug) {
+      recorder.emplace(rec_ops);
+      rguard.emplace(&*recorder);
     }
     try {
       f.fn(ins);
@@ -204,7 +296,7 @@ void recompute(Frame& f, TaskResults& r) {
   GRAFT_CHECK(stopped || !f.opts.determinism_check || next == n, "checkpoint: the recomputation saved a different "
               "number of tensors than the original forward: ", n, " originally, ", next, " when recomputed. Hint: "
               "the checkpointed function must be deterministic (same ops, same control flow); set "
-              "determinism_check=false to skip this check.");
+              "determinism_check=false to skip this check.", debug_info());
 }
 
 Tensor unpack_placeholder(const Packed& p) {
@@ -246,9 +338,12 @@ std::vector<Tensor> checkpoint(const std::function<std::vector<Tensor>(const std
     f->inputs.emplace_back(t, false);
     f->input_requires_grad.push_back(t.defined() && t.requires_grad());
   }
-  f->rng_cpu = default_generator().get_state();
-  for (int i = 0; i < cuda_device_count(); ++i)
-    f->rng_cuda.emplace_back(i, default_generator(Device(DeviceType::CUDA, i)).get_state());
+  if (t_early_stop_override >= 0) f->opts.early_stop = t_early_stop_override == 1;
+  if (f->opts.preserve_rng_state) {
+    f->rng_cpu = default_generator().get_state();
+    for (int i = 0; i < cuda_device_count(); ++i)
+      f->rng_cuda.emplace_back(i, default_generator(Device(DeviceType::CUDA, i)).get_state());
+  }
 
   std::weak_ptr<Frame> weak = f;
   SavedTensorsHooks hooks(
@@ -259,12 +354,21 @@ std::vector<Tensor> checkpoint(const std::function<std::vector<Tensor>(const std
         frame->holders.push_back(ph);
         return ph;
       },
-      unpack_placeholder);
+      unpack_placeholder,
+      // With determinism_check off the recomputed tensor is used as computed (PyTorch's behaviour);
+      // with it on, recompute() has already compared the metadata.
+      /*check_unpacked_metadata=*/f->opts.determinism_check, "checkpoint");
   std::unique_ptr<PolicyMode> pmode;
   std::unique_ptr<DispatchModeGuard> pguard;
-  if (f->opts.policy) {
+  if (has_policy(f->opts)) {
     pmode = std::make_unique<PolicyMode>(*f, /*recompute=*/false);
     pguard = std::make_unique<DispatchModeGuard>(pmode.get());
+  }
+  std::optional<OpRecorder> recorder;
+  std::optional<DispatchModeGuard> rguard;
+  if (f->opts.debug) {
+    recorder.emplace(f->forward_ops);
+    rguard.emplace(&*recorder);
   }
   // When fn is done (or throws), the graph holds only placeholders and the activations can go.
   struct DropLive {
@@ -276,6 +380,19 @@ std::vector<Tensor> checkpoint(const std::function<std::vector<Tensor>(const std
   } drop{*f};
   return fn(inputs);
 }
+
+std::function<CheckpointPolicy(const OpCall&)> save_ops(std::vector<std::string> op_names) {
+  return [names = std::move(op_names)](const OpCall& call) {
+    for (const auto& n : names)
+      if (call.name == n) return CheckpointPolicy::MustSave;
+    return CheckpointPolicy::PreferRecompute;
+  };
+}
+
+CheckpointEarlyStop::CheckpointEarlyStop(bool enabled) : prev_(t_early_stop_override) {
+  t_early_stop_override = enabled ? 1 : 0;
+}
+CheckpointEarlyStop::~CheckpointEarlyStop() { t_early_stop_override = prev_; }
 
 Tensor checkpoint(const std::function<Tensor(const Tensor&)>& fn, const Tensor& input, CheckpointOptions options) {
   return checkpoint([fn](const std::vector<Tensor>& in) { return std::vector<Tensor>{fn(in[0])}; }, {input},

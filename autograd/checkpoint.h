@@ -14,6 +14,7 @@
 // checkpoint's inputs are placeholders of its parent, so recomputing it first recomputes the parent,
 // only as far as those inputs.
 #include <functional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -23,12 +24,45 @@ namespace graft::autograd {
 
 enum class CheckpointPolicy { MustSave, PreferSave, MustRecompute, PreferRecompute };
 
+// What an op-level policy sees: the op's name and its tensor inputs.
+struct OpCall {
+  std::string_view name;
+  std::vector<Tensor> inputs;
+};
+
 struct CheckpointOptions {
   bool early_stop = true;         // stop recomputing once every needed tensor is back
   bool determinism_check = true;  // recomputed tensors must match the saved count, shapes, dtypes, devices
   // Selective checkpointing: ops whose policy is *Save keep their outputs from the forward and are
   // not run again by the recomputation. Empty: recompute everything.
   std::function<CheckpointPolicy(std::string_view op_name)> policy;
+  // The same, seeing the op's inputs too; used instead of `policy` when set.
+  std::function<CheckpointPolicy(const OpCall&)> op_policy;
+  // Replay the RNG states of the original call in the recomputation (off: the recomputation draws
+  // from wherever the generators are, as torch's preserve_rng_state=False).
+  bool preserve_rng_state = true;
+  // Record the op sequence of the forward and of each recomputation; a determinism failure then
+  // lists both side by side with shapes and marks the first difference.
+  bool debug = false;
+  // Selective checkpointing: allow an output kept by the policy to be written in place after the
+  // forward (the recomputation then sees the written value). Off: that is an error.
+  bool allow_cache_entry_mutation = false;
+};
+
+// A policy from an op list: MustSave for these ops, PreferRecompute for every other.
+std::function<CheckpointPolicy(const OpCall&)> save_ops(std::vector<std::string> op_names);
+
+// Overrides every checkpoint's early_stop for checkpoints called in this scope (thread-local,
+// nests; torch.utils.checkpoint.set_checkpoint_early_stop).
+class CheckpointEarlyStop {
+ public:
+  explicit CheckpointEarlyStop(bool enabled);
+  ~CheckpointEarlyStop();
+  CheckpointEarlyStop(const CheckpointEarlyStop&) = delete;
+  CheckpointEarlyStop& operator=(const CheckpointEarlyStop&) = delete;
+
+ private:
+  int prev_;
 };
 
 std::vector<Tensor> checkpoint(const std::function<std::vector<Tensor>(const std::vector<Tensor>&)>& fn,

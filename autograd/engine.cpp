@@ -7,6 +7,7 @@
 #include <unordered_set>
 
 #include "autograd/accumulate_grad.h"
+#include "autograd/anomaly_mode.h"
 #include "autograd/autograd_meta.h"
 #include "autograd/functional.h"
 #include "autograd/grad_mode.h"
@@ -150,6 +151,57 @@ void add_to_buffer(variable_list& buf, size_t pos, Tensor grad) {
   }
 }
 
+// Runs one node: tensor hooks, captures, node pre-hooks, apply, release, post hooks. Returns
+// false when the node only had captures (its gradients go nowhere else).
+bool run_node(GraphTask& task, Node& node, variable_list& inputs, const ExecInfo* info, bool run, variable_list& outs) {
+  node.run_tensor_pre_hooks(inputs);
+  if (info)
+    for (auto [input_nr, idx] : info->captures) task.captured[idx] = inputs[input_nr];
+  if (!run) return false;
+  if (node.has_node_pre_hooks()) node.run_pre_hooks(inputs);
+
+  bool any_defined = false;
+  for (const auto& g : inputs) any_defined = any_defined || g.defined();
+  if (any_defined) {
+    // Multi-output nodes see zeros for outputs that received no gradient.
+    if (inputs.size() > 1 && node.materialize_grads())
+      for (size_t i = 0; i < inputs.size(); ++i)
+        if (!inputs[i].defined() && is_floating(node.input_metadata(i).dtype)) {
+          const auto& m = node.input_metadata(i);
+          inputs[i] = ops::zeros(m.shape, m.dtype, m.device);
+        }
+    // Post hooks need the incoming grads afterwards; otherwise hand them over so a sink can steal
+    // the buffer instead of copying it.
+    outs = node.has_post_hooks() ? node.apply(variable_list(inputs)) : node.apply(std::move(inputs));
+  } else {
+    outs.resize(node.num_outputs());
+  }
+  if (!task.keep_graph) node.release_variables();
+  if (node.has_post_hooks()) node.run_post_hooks(outs, inputs);
+  return true;
+}
+
+// Anomaly mode: NaN in a node's output is an error naming the node and the output.
+void check_nan_outputs(const Node& node, const variable_list& outs) {
+  for (size_t i = 0; i < outs.size(); ++i) {
+    const Tensor& g = outs[i];
+    if (!g.defined() || !is_floating(g.dtype()) || g.numel() == 0) continue;
+    GRAFT_CHECK(ops::sum(ops::ne(g, g)).item<int64_t>() == 0, "Function '", node.name(), "' returned nan values in its ",
+                i, "th output.");
+  }
+}
+
+// Anomaly mode: the error keeps its message and gains the node and its forward call's stack.
+[[noreturn]] void throw_with_forward_trace(const Node& node, const std::exception& e) {
+  std::string msg = e.what();
+  std::string marker = "\n\nError detected in " + node.name() + ".";
+  if (msg.find(marker) != std::string::npos) throw Error(msg);  // an inner backward annotated it already
+  msg += marker;
+  if (node.forward_trace()) msg += " Traceback of forward call that caused the error:\n" + format_forward_trace(*node.forward_trace());
+  else msg += " No forward trace was recorded (the node was created outside anomaly mode).";
+  throw Error(msg);
+}
+
 struct TaskScope {
   GraphTask* prev;
   explicit TaskScope(GraphTask* t) : prev(t_current_task) { t_current_task = t; }
@@ -174,6 +226,7 @@ variable_list run_backward(const std::vector<Edge>& roots, variable_list root_gr
   AutogradTlsGuard tls(task.tls);
   GradModeGuard mode(create_graph);
 
+  const bool anomaly = is_anomaly_enabled();
   std::vector<ReadyEntry> ready;
   for (size_t i = 0; i < roots.size(); ++i) {
     const Edge& r = roots[i];
@@ -208,35 +261,19 @@ variable_list run_backward(const std::vector<Edge>& roots, variable_list root_gr
     }
     bool run = task.exec_info.empty() || should_run(task, node.get());
     if (!run && !(info && !info->captures.empty())) continue;
-    node->run_pre_hooks(inputs);
-    if (info) {
-      for (auto [input_nr, idx] : info->captures) {
-        Tensor g = inputs[input_nr];
-        if (auto* acc = dynamic_cast<AccumulateGrad*>(node.get())) g = run_leaf_hooks(acc->variable(), g);
-        task.captured[idx] = g;
+    variable_list outs;
+    bool ran;
+    if (!anomaly) {
+      ran = run_node(task, *node, inputs, info, run, outs);
+    } else {
+      try {
+        ran = run_node(task, *node, inputs, info, run, outs);
+        if (ran && is_anomaly_check_nan_enabled()) check_nan_outputs(*node, outs);
+      } catch (const std::exception& e) {
+        throw_with_forward_trace(*node, e);
       }
     }
-    if (!run) continue;
-
-    bool any_defined = false;
-    for (const auto& g : inputs) any_defined = any_defined || g.defined();
-    variable_list outs;
-    if (any_defined) {
-      // Multi-output nodes see zeros for outputs that received no gradient.
-      if (inputs.size() > 1)
-        for (size_t i = 0; i < inputs.size(); ++i)
-          if (!inputs[i].defined() && is_floating(node->input_metadata(i).dtype)) {
-            const auto& m = node->input_metadata(i);
-            inputs[i] = ops::zeros(m.shape, m.dtype, m.device);
-          }
-      // Post hooks need the incoming grads afterwards; otherwise hand them over so a sink can steal
-      // the buffer instead of copying it.
-      outs = node->has_post_hooks() ? node->apply(variable_list(inputs)) : node->apply(std::move(inputs));
-    } else {
-      outs.resize(node->num_outputs());
-    }
-    if (!keep_graph) node->release_variables();
-    if (node->has_post_hooks()) node->run_post_hooks(outs, inputs);
+    if (!ran) continue;
 
     const auto& edges = node->next_edges();
     GRAFT_CHECK(outs.size() == edges.size() || outs.empty(), "Function ", node->name(), " returned ", outs.size(),
@@ -334,6 +371,41 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
     GRAFT_CHECK(res[i].defined() || allow_unused, "grad: One of the differentiated Tensors (input ", i,
                 ") appears to not have been used in the graph. Set allow_unused=true if this is the desired behavior.");
   return res;
+}
+
+GradientEdge get_gradient_edge(const Tensor& t) {
+  GRAFT_CHECK(t.defined(), "get_gradient_edge: the tensor is undefined");
+  GRAFT_CHECK(tensor_requires_grad(t), "get_gradient_edge: It is not possible to get the gradient edge for a Tensor "
+              "that does not require gradients (", describe(t), ")");
+  Edge e = gradient_edge(t);
+  return GradientEdge{e.function, e.input_nr};
+}
+
+std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<GradientEdge>& inputs,
+                         const std::vector<Tensor>& grad_outputs, std::optional<bool> retain_graph, bool create_graph,
+                         bool allow_unused) {
+  GRAFT_CHECK(!inputs.empty(), "grad: requires at least one input");
+  variable_list grads = make_root_grads(outputs, grad_outputs, "grad");
+  std::vector<Edge> outs;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    GRAFT_CHECK(inputs[i].node != nullptr, "grad: input ", i, " is an empty GradientEdge");
+    GRAFT_CHECK(inputs[i].output_nr < inputs[i].node->num_inputs(), "grad: input ", i, " names output ",
+                inputs[i].output_nr, " of ", inputs[i].node->name(), ", which has ", inputs[i].node->num_inputs(),
+                " outputs");
+    outs.push_back(Edge{inputs[i].node, inputs[i].output_nr});
+  }
+  variable_list res = run_backward(root_edges(outputs), std::move(grads), retain_graph.value_or(create_graph),
+                                   create_graph, outs, false);
+  for (size_t i = 0; i < res.size(); ++i)
+    GRAFT_CHECK(res[i].defined() || allow_unused, "grad: One of the differentiated GradientEdges (input ", i, ", ",
+                inputs[i].node->name(), ") appears to not have been used in the graph. Set allow_unused=true if this "
+                "is the desired behavior.");
+  return res;
+}
+
+void increment_version(const std::vector<Tensor>& tensors) {
+  for (const Tensor& t : tensors)
+    if (t.defined()) t.impl()->bump_version();
 }
 
 int64_t current_graph_task_id() { return t_current_task ? t_current_task->id : -1; }

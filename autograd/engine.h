@@ -37,6 +37,21 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
                          const std::vector<Tensor>& grad_outputs = {}, std::optional<bool> retain_graph = std::nullopt,
                          bool create_graph = false, bool allow_unused = false);
 
+// Where a gradient for a tensor enters the graph: (grad_fn, output_nr) for a non-leaf, (the leaf's
+// AccumulateGrad, 0) for a leaf. It names a value rather than a tensor, so grad() with edges gives
+// the gradient with respect to a tensor's value before an in-place op rebased its history.
+struct GradientEdge {
+  std::shared_ptr<Node> node;
+  uint32_t output_nr = 0;
+};
+GradientEdge get_gradient_edge(const Tensor& t);
+std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<GradientEdge>& inputs,
+                         const std::vector<Tensor>& grad_outputs = {}, std::optional<bool> retain_graph = std::nullopt,
+                         bool create_graph = false, bool allow_unused = false);
+// Bumps the version counter of each tensor, as an in-place op would (for code that writes a
+// tensor's memory outside graft's ops).
+void increment_version(const std::vector<Tensor>& tensors);
+
 int64_t current_graph_task_id();
 bool will_engine_execute_node(const std::shared_ptr<Node>& node);
 // Makes will_engine_execute_node(node) true for the rest of the running task, without scheduling

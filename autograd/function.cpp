@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <memory>
 
+#include "autograd/grad_mode.h"
 #include "autograd/op_node.h"
 #include "autograd/view_nodes.h"
 #include "ops/ops.h"
@@ -40,8 +41,50 @@ bool FunctionCtx::needs_input_grad(size_t i) const {
 void FunctionCtx::mark_dirty(std::vector<Tensor> tensors) { dirty_ = std::move(tensors); }
 void FunctionCtx::mark_non_differentiable(std::vector<Tensor> tensors) { non_differentiable_ = std::move(tensors); }
 
+namespace {
+// Stands behind the gradients of a once-differentiable Function computed under create_graph:
+// differentiating them reaches this node, which refuses (torch's DelayedError).
+class DelayedError final : public Node {
+ public:
+  explicit DelayedError(std::string fn_name) : fn_name_(std::move(fn_name)) {}
+  std::string name() const override { return "DelayedError"; }
+  variable_list apply(variable_list&&) override {
+    GRAFT_ERROR("trying to differentiate twice a function that was marked with @once_differentiable (", fn_name_,
+                " sets once_differentiable = true)");
+  }
+
+ private:
+  std::string fn_name_;
+};
+
+variable_list wrap_once_differentiable(const std::string& fn_name, const variable_list& grads, variable_list r) {
+  auto node = std::make_shared<DelayedError>(fn_name);
+  for (const auto& g : grads)
+    if (g.defined() && tensor_requires_grad(g)) node->mutable_next_edges().push_back(gradient_edge(g));
+  for (auto& t : r) {
+    if (!t.defined() || !is_floating(t.dtype())) continue;
+    t = ops::alias(t);
+    set_history(t, node);
+  }
+  return r;
+}
+}  // namespace
+
 variable_list CustomNode::apply(variable_list&& grads) {
-  variable_list r = fn_(&ctx, std::move(grads));
+  variable_list r;
+  if (once_differentiable) {
+    bool wrap = false;
+    if (is_grad_enabled())
+      for (const auto& g : grads) wrap = wrap || (g.defined() && tensor_requires_grad(g));
+    variable_list kept = wrap ? grads : variable_list{};
+    {
+      NoGradGuard ng;
+      r = fn_(&ctx, std::move(grads));
+    }
+    if (wrap) r = wrap_once_differentiable(name_, kept, std::move(r));
+  } else {
+    r = fn_(&ctx, std::move(grads));
+  }
   size_t n_tensors = next_edges_.size();
   if (r.size() == n_tensors) return r;
   GRAFT_CHECK(r.size() == arg_is_tensor.size(), name_, ": function backward returned an incorrect number of ",

@@ -12,7 +12,8 @@
 // forward runs with grad mode off. Tensors saved with save_for_backward go through SavedVariable
 // (so saved-tensor hooks, version checks and release after backward apply to them). backward
 // returns one gradient per forward argument (undefined for non-tensors or inputs without grad),
-// or one per tensor argument.
+// or one per tensor argument. `static constexpr bool once_differentiable = true;` in Derived makes
+// differentiating its backward an error, as torch's @once_differentiable.
 #include <any>
 #include <string>
 #include <tuple>
@@ -36,7 +37,10 @@ struct FunctionCtx {
   std::unordered_map<std::string, std::any> saved_data;
   bool needs_input_grad(size_t i) const;  // i counts tensor arguments
   void mark_dirty(std::vector<Tensor> tensors);
+  // Outputs that get no gradient: they do not require grad, and backward receives zeros for them.
   void mark_non_differentiable(std::vector<Tensor> tensors);
+  // false: backward receives undefined tensors (not zeros) for outputs that got no gradient.
+  void set_materialize_grads(bool value) { materialize_grads_ = value; }
 
   // Internal: filled by Function::apply.
   std::vector<Tensor> to_save_;
@@ -46,6 +50,7 @@ struct FunctionCtx {
   std::vector<bool> needs_input_grad_;
   std::weak_ptr<CustomNode> node_;
   bool released_ = false;
+  bool materialize_grads_ = true;
 };
 
 class CustomNode final : public Node {
@@ -55,8 +60,17 @@ class CustomNode final : public Node {
   std::string name() const override { return name_; }
   variable_list apply(variable_list&& grads) override;
   void release_variables() override;
+  bool materialize_grads() const override { return ctx.materialize_grads_; }
+  std::vector<const SavedVariable*> saved_variables() const override {
+    std::vector<const SavedVariable*> out;
+    for (const auto& s : ctx.saved_) out.push_back(&s);
+    return out;
+  }
   FunctionCtx ctx;
   std::vector<bool> arg_is_tensor;  // per forward argument
+  // Derived::once_differentiable: backward runs without recording, and under create_graph its
+  // results carry a node that throws when differentiated (torch's @once_differentiable).
+  bool once_differentiable = false;
 
  private:
   std::string name_;
@@ -99,6 +113,7 @@ struct Function {
                                             return Derived::backward(c, std::move(g));
                                           });
       node->arg_is_tensor = is_tensor;
+      if constexpr (requires { Derived::once_differentiable; }) node->once_differentiable = Derived::once_differentiable;
       for (auto& t : inputs) {
         node->mutable_next_edges().push_back(t.defined() ? gradient_edge(t) : Edge{});
         node->ctx.needs_input_grad_.push_back(node->mutable_next_edges().back().is_valid());

@@ -2,6 +2,8 @@
 // Grad mode: whether ops record autograd history. Thread-local, so a NoGradGuard in one thread
 // never changes what another thread records; the engine captures the caller's mode into each
 // graph task (backward with create_graph runs with grad mode on).
+#include "runtime/storage.h"
+
 namespace graft::autograd {
 
 bool is_grad_enabled();
@@ -37,9 +39,32 @@ struct GradModeGuard {
   bool prev_;
 };
 
+// InferenceMode (c10::InferenceMode): grad mode off, and every tensor allocated inside is an
+// inference tensor: no autograd metadata, no version counter. Outside the scope such a tensor can
+// be read by any op, but an in-place write to it, requires_grad_(true), or saving it for backward
+// (any op recording a graph that needs it) throws. InferenceMode(false) turns both off inside an
+// enabled scope (grad mode on), as libtorch's.
+class InferenceMode {
+ public:
+  explicit InferenceMode(bool enabled = true) : prev_grad_(is_grad_enabled()), prev_inference_(is_inference_mode_enabled()) {
+    set_inference_mode_enabled(enabled);
+    set_grad_enabled(!enabled);
+  }
+  ~InferenceMode() {
+    set_inference_mode_enabled(prev_inference_);
+    set_grad_enabled(prev_grad_);
+  }
+  InferenceMode(const InferenceMode&) = delete;
+  InferenceMode& operator=(const InferenceMode&) = delete;
+
+ private:
+  bool prev_grad_, prev_inference_;
+};
+
 }  // namespace graft::autograd
 
 namespace graft {
+using autograd::InferenceMode;
 using autograd::EnableGradGuard;
 using autograd::is_grad_enabled;
 using autograd::NoGradGuard;

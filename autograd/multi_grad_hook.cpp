@@ -36,6 +36,7 @@ struct TaskState {
   bool initialised = false, fired = false;
   size_t expected = 0, arrived = 0;
   std::vector<Tensor> grads;
+  std::vector<bool> seen;  // a tensor that got no gradient from a node that ran arrives undefined
 };
 
 void on_grad(const std::shared_ptr<Registration>& reg, size_t index, const Tensor& grad) {
@@ -55,12 +56,14 @@ void on_grad(const std::shared_ptr<Registration>& reg, size_t index, const Tenso
       if (!st->initialised) {
         st->initialised = true;
         st->grads.resize(reg->tracked.size());
+        st->seen.assign(reg->tracked.size(), false);
         for (size_t i = 0; i < reg->tracked.size(); ++i) {
           auto n = reg->node(i);
           st->expected += n && will_engine_execute_node(n) ? 1 : 0;
         }
       }
-      if (!st->grads[index].defined()) ++st->arrived;
+      if (!st->seen[index]) ++st->arrived;
+      st->seen[index] = true;
       st->grads[index] = grad;
       if (st->arrived < st->expected) return;
       st->fired = true;

@@ -12,11 +12,22 @@
 //   and, for broadcast shapes, reduces every incoming gradient against it.
 // - sequence_nr increases with creation order (per thread); among ready nodes the engine runs the
 //   most recently created first, like PyTorch, which keeps memory low on chains.
+// - Hooks run in PyTorch's order around apply(): tensor hooks of each output (in registration
+//   order, for a leaf its tensor hooks), then retain_grad, then the capture of grad() inputs, then
+//   node pre-hooks, apply (for a leaf: accumulation, then post-accumulate-grad hooks), then node
+//   post hooks. Tensor hooks see undefined gradients too (an output of a node that ran but got no
+//   gradient), as libtorch's C++ pre-hooks do: a hook receives an undefined Tensor and returns
+//   undefined to keep it. retain_grad skips undefined gradients.
+// - Hooks are owned by the node; a HookHandle only empties the hook's slot, so removing a hook
+//   while a backward runs is safe and a handle never keeps a node alive.
+#include <any>
 #include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "runtime/tensor.h"
@@ -25,6 +36,8 @@ namespace graft::autograd {
 
 using variable_list = std::vector<Tensor>;
 class Node;
+class SavedVariable;
+struct ForwardTrace;
 
 struct Edge {
   std::shared_ptr<Node> function;
@@ -57,6 +70,11 @@ class Node : public std::enable_shared_from_this<Node> {
   virtual variable_list apply(variable_list&& grads) = 0;
   // Frees saved tensors once the node ran and the graph is not kept.
   virtual void release_variables() {}
+  // Whether apply() of a multi-output node gets zeros (true) or undefined tensors for outputs that
+  // received no gradient.
+  virtual bool materialize_grads() const { return true; }
+  // The tensors this node saved for backward, in order (graph export, debugging).
+  virtual std::vector<const SavedVariable*> saved_variables() const { return {}; }
 
   const std::vector<Edge>& next_edges() const { return next_edges_; }
   std::vector<Edge>& mutable_next_edges() { return next_edges_; }
@@ -68,20 +86,37 @@ class Node : public std::enable_shared_from_this<Node> {
   size_t num_inputs() const { return input_metadata_.size(); }
 
   uint64_t sequence_nr() const { return sequence_nr_; }
+  // The forward call's stack when the node was created under anomaly mode; null otherwise.
+  const std::shared_ptr<const ForwardTrace>& forward_trace() const { return forward_trace_; }
 
   // Tensor hooks on forward output `output_nr` (registered through Tensor::register_hook).
   std::shared_ptr<TensorHook> add_tensor_pre_hook(uint32_t output_nr, std::function<Tensor(const Tensor&)> fn);
-  // retain_grad(): after the pre-hooks, store the gradient of output `output_nr` into `tensor`.
+  // retain_grad(): after the tensor hooks, store the gradient of output `output_nr` into `tensor`.
   void add_retains_grad_hook(uint32_t output_nr, std::weak_ptr<TensorImpl> tensor);
-  // Post hooks run after apply with (grads of inputs, grads of outputs).
+
+  // Node hooks, as torch.autograd.graph.Node.register_hook / register_prehook. grad_inputs are the
+  // gradients the node computed for its forward inputs (one per next edge), grad_outputs the ones
+  // it received for its forward outputs. A hook that returns a vector replaces them.
+  using NodeHook = std::function<std::optional<variable_list>(const variable_list& grad_inputs,
+                                                              const variable_list& grad_outputs)>;
+  using NodePreHook = std::function<std::optional<variable_list>(const variable_list& grad_outputs)>;
+  HookHandle register_hook(NodeHook fn);
+  HookHandle register_prehook(NodePreHook fn);
+  // Observe-only post hook (kept for older code; register_hook is the general form).
   using PostHook = std::function<void(const variable_list& grad_inputs, const variable_list& grad_outputs)>;
   std::shared_ptr<PostHook> add_post_hook(PostHook fn);
 
-  // Runs pre-hooks and retain-grad hooks on the incoming grads (used by the engine).
-  void run_pre_hooks(variable_list& grads);
-  void run_post_hooks(const variable_list& grad_inputs, const variable_list& grad_outputs);
+  // Free-form per-node storage for user code (torch's Node.metadata).
+  std::unordered_map<std::string, std::any>& metadata() { return metadata_; }
+
+  // Runs tensor hooks and retain-grad hooks on the incoming grads (the engine, also for grad()'s
+  // captures). Virtual: a leaf's accumulator runs the leaf's own hooks.
+  virtual void run_tensor_pre_hooks(variable_list& grads);
+  void run_pre_hooks(variable_list& grads);  // node pre-hooks
+  void run_post_hooks(variable_list& grad_inputs, const variable_list& grad_outputs);
   bool has_post_hooks() const { return !post_hooks_.empty(); }
-  bool has_pre_hooks() const { return !pre_hooks_.empty() || !retains_grad_.empty(); }
+  bool has_node_pre_hooks() const { return !node_pre_hooks_.empty(); }
+  virtual bool has_pre_hooks() const { return !pre_hooks_.empty() || !retains_grad_.empty() || !node_pre_hooks_.empty(); }
 
  protected:
   std::vector<Edge> next_edges_;
@@ -89,9 +124,12 @@ class Node : public std::enable_shared_from_this<Node> {
 
  private:
   uint64_t sequence_nr_;
+  std::shared_ptr<const ForwardTrace> forward_trace_;
   std::vector<std::pair<uint32_t, std::shared_ptr<TensorHook>>> pre_hooks_;
   std::vector<std::pair<uint32_t, std::weak_ptr<TensorImpl>>> retains_grad_;
-  std::vector<std::shared_ptr<PostHook>> post_hooks_;
+  std::vector<std::shared_ptr<NodePreHook>> node_pre_hooks_;
+  std::vector<std::shared_ptr<NodeHook>> post_hooks_;
+  std::unordered_map<std::string, std::any> metadata_;
 };
 
 }  // namespace graft::autograd

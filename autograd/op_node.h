@@ -27,6 +27,11 @@ class OpNode final : public Node {
   std::string name() const override { return name_; }
   variable_list apply(variable_list&& grads) override { return fn_(*this, grads); }
   void release_variables() override;
+  std::vector<const SavedVariable*> saved_variables() const override {
+    std::vector<const SavedVariable*> out;
+    for (const auto& s : saved_) out.push_back(&s);
+    return out;
+  }
 
   // In a rule: whether the gradient of forward input i is wanted by the running backward.
   bool needs(size_t i) const;

@@ -23,6 +23,10 @@ namespace graft::autograd {
 class SavedTensorsHooks {
  public:
   SavedTensorsHooks(PackHook pack, UnpackHook unpack);
+  // For graph features built on hooks. `check_unpacked_metadata = false` skips the engine's
+  // shape/dtype/device check on the unpack result (checkpoint checks it itself); `kind` names
+  // the feature in graph exports ("checkpoint", "save_on_cpu").
+  SavedTensorsHooks(PackHook pack, UnpackHook unpack, bool check_unpacked_metadata, std::string kind);
   virtual ~SavedTensorsHooks();
   SavedTensorsHooks(const SavedTensorsHooks&) = delete;
   SavedTensorsHooks& operator=(const SavedTensorsHooks&) = delete;

@@ -36,6 +36,9 @@ void pop_saved_hooks() {
 
 SavedVariable::SavedVariable(const Tensor& t, bool is_output, const Node* node) {
   if (!t.defined()) return;
+  GRAFT_CHECK(!t.is_inference(), "Inference tensors cannot be saved for backward. To work around you can make a clone "
+              "to get a normal tensor and use it in autograd. (", node ? node->name() : std::string("an op"),
+              " saves ", describe(t), ", created under InferenceMode)");
   was_defined_ = true;
   is_output_ = is_output;
   shape_ = t.sizes();
@@ -58,6 +61,9 @@ SavedVariable::SavedVariable(const Tensor& t, bool is_output, const Node* node) 
                           : t;
   if (const SavedHooksPair* hooks = current_saved_hooks()) {
     unpack_hook_ = hooks->unpack;
+    check_metadata_ = hooks->check_metadata;
+    hook_kind_ = hooks->kind;
+    if (is_leaf_) grad_accumulator_ = grad_accumulator(t);
     packed_ = run_pack(*hooks->pack, keep);
     return;
   }
@@ -75,16 +81,24 @@ Tensor SavedVariable::unpack(const std::shared_ptr<Node>& node) const {
   if (unpack_hook_) {
     Tensor r = (*unpack_hook_)(packed_);
     GRAFT_CHECK(r.defined(), "saved tensors unpack hook: the unpack hook returned an undefined tensor");
-    GRAFT_CHECK(r.sizes() == shape_ && r.dtype() == dtype_ && r.device() == device_,
+    GRAFT_CHECK(!check_metadata_ || (r.sizes() == shape_ && r.dtype() == dtype_ && r.device() == device_),
                 "saved tensors unpack hook: the unpack hook must return a tensor with the same shape, dtype and "
                 "device as the saved one: expected ",
                 shape_str(shape_), " ", dtype_, " ", device_, ", got ", describe(r));
-    if (!is_output_ || !fn || !is_grad_enabled()) return r;
+    if (!is_grad_enabled()) return r;
+    // The hook's result is data; the history is the one the tensor had when it was saved.
+    std::shared_ptr<Node> acc = is_leaf_ ? grad_accumulator_.lock() : nullptr;
+    if (!fn && !acc) return r;
     Tensor out(std::make_shared<TensorImpl>(r.impl()->storage(), r.dtype(), r.sizes(), r.strides(),
                                             r.storage_offset()));
     auto& m = ensure_meta(out);
-    m.grad_fn_ = fn;
-    m.output_nr_ = output_nr_;
+    if (fn) {
+      m.grad_fn_ = fn;
+      m.output_nr_ = output_nr_;
+    } else {
+      m.requires_grad_ = true;
+      m.grad_accumulator_ = acc;
+    }
     return out;
   }
   if (data_.version() != saved_version_) {
@@ -111,6 +125,7 @@ void SavedVariable::release() {
   data_ = Tensor();
   packed_.reset();
   grad_fn_.reset();
+  grad_accumulator_.reset();
   released_ = true;
 }
 

@@ -15,6 +15,11 @@
 //   gradient. With hooks, what the hook returns is the hooks' business (as in PyTorch).
 // - After release (the node ran and the graph was not kept) the data is gone and unpack() throws
 //   the "backward through the graph a second time" error.
+// - What an unpack hook returns is data only: under grad mode (create_graph) unpack() gives it the
+//   history the tensor had at save time (its grad_fn, its node for outputs, or its leaf's
+//   accumulator), as PyTorch does. That is what makes higher-order gradients through
+//   checkpoint's recomputed tensors flow into the original graph: the recomputation's own graph
+//   is thrown away, never referenced from the original one.
 #include <any>
 #include <functional>
 #include <memory>
@@ -34,6 +39,12 @@ using UnpackHook = std::function<Tensor(const Packed&)>;
 struct SavedHooksPair {
   std::shared_ptr<const PackHook> pack;
   std::shared_ptr<const UnpackHook> unpack;
+  // Whether unpack() checks the hook's result against the saved shape, dtype and device. Off only
+  // for graph features that run their own check (checkpoint with determinism_check=false uses the
+  // recomputed tensor as computed, as PyTorch does).
+  bool check_metadata = true;
+  // What keeps the tensor, for graph export: "hooks", "save_on_cpu", "checkpoint", ...
+  std::string kind = "hooks";
 };
 const SavedHooksPair* current_saved_hooks();
 // The thread-local stack behind current_saved_hooks(); SavedTensorsHooks pushes and pops it.
@@ -53,11 +64,19 @@ class SavedVariable {
   void release();
   bool was_defined() const { return was_defined_; }
   bool has_hooks() const { return unpack_hook_ != nullptr; }
+  // Introspection (graph export): metadata at save time, whether released, who keeps it.
+  const Shape& shape() const { return shape_; }
+  DType dtype() const { return dtype_; }
+  Device device() const { return device_; }
+  bool released() const { return released_; }
+  bool is_output() const { return is_output_; }
+  const std::string& hook_kind() const { return hook_kind_; }
 
  private:
   Tensor data_;
   Packed packed_;
   std::shared_ptr<const UnpackHook> unpack_hook_;
+  std::weak_ptr<Node> grad_accumulator_;  // leaves saved through hooks: where their history goes
   std::weak_ptr<Node> weak_grad_fn_;  // outputs: the node itself
   std::shared_ptr<Node> grad_fn_;     // non-outputs with history: their grad_fn at save time
   Shape shape_;
@@ -70,6 +89,8 @@ class SavedVariable {
   bool is_leaf_ = false;
   bool requires_grad_ = false;
   bool released_ = false;
+  bool check_metadata_ = true;
+  std::string hook_kind_;  // empty without hooks
 };
 
 }  // namespace graft::autograd

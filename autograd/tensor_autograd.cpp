@@ -21,6 +21,8 @@ Tensor& Tensor::requires_grad_(bool r) {
   GRAFT_CHECK(!r || is_floating(dtype()), "requires_grad_: only Tensors of floating point dtype can require gradients (got ",
               describe(*this), ")");
   if (!m && !r) return *this;
+  GRAFT_CHECK(!r || !is_inference() || is_inference_mode_enabled(), "requires_grad_: Setting requires_grad=True on "
+              "inference tensor outside InferenceMode is not allowed (", describe(*this), ")");
   ensure_meta(*this).requires_grad_ = r;
   return *this;
 }
@@ -79,6 +81,24 @@ HookHandle Tensor::register_hook(std::function<Tensor(const Tensor&)> fn) const 
   std::weak_ptr<TensorHook> weak = h;
   return HookHandle([weak] {
     if (auto p = weak.lock()) p->fn = nullptr;
+  });
+}
+
+HookHandle Tensor::register_post_accumulate_grad_hook(std::function<void(Tensor&)> fn) const {
+  GRAFT_CHECK(requires_grad(), "register_post_accumulate_grad_hook: cannot register a hook on a tensor that doesn't "
+              "require gradient (", describe(*this), ")");
+  GRAFT_CHECK(!grad_fn_of(*this), "register_post_accumulate_grad_hook: post accumulate grad hooks cannot be "
+              "registered on non-leaf tensors (", describe(*this), ")");
+  GRAFT_CHECK(fn != nullptr, "register_post_accumulate_grad_hook: the hook function is empty");
+  AutogradMeta& m = ensure_meta(*this);
+  auto h = std::make_shared<std::function<void(Tensor&)>>(std::move(fn));
+  {
+    std::lock_guard<std::mutex> lock(m.mutex_);
+    m.post_accumulate_hooks_.push_back(h);
+  }
+  std::weak_ptr<std::function<void(Tensor&)>> weak = h;
+  return HookHandle([weak] {
+    if (auto p = weak.lock()) *p = nullptr;
   });
 }
 

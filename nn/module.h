@@ -6,7 +6,10 @@
 // subclass keeps its own Tensor members (weight, bias, ...) as handles to the same tensors, and
 // refreshes them in `on_tensors_replaced()` after `to()` swaps a slot for a moved tensor.
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
+#include <type_traits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -102,7 +105,37 @@ class Module : public std::enable_shared_from_this<Module> {
   // The layer's computation. The default throws: containers and multi-input modules override
   // their own entry points.
   virtual Tensor forward(const Tensor& input);
-  Tensor operator()(const Tensor& input) { return forward(input); }
+  // Calls forward with the module's hooks around it (forward pre-hooks, forward hooks, and the
+  // full backward hooks' routing nodes); without hooks it is forward(input) and nothing else.
+  // Containers call their children through it so the children's hooks fire.
+  Tensor operator()(const Tensor& input);
+
+  // ---- hooks (torch.nn.Module's; libtorch has none). Each returns a handle; removal is by handle.
+  // A hook may return void, or std::optional<std::vector<Tensor>> to replace what it was given.
+  // forward pre-hook: fn(module, inputs), before forward; a returned vector replaces the inputs.
+  // forward hook: fn(module, inputs, outputs), after forward; a returned vector replaces the outputs.
+  // full backward hook: fn(module, grad_input, grad_output) once per call of the module in each
+  //   backward, when the gradients for its inputs are computed (grad_input entries are undefined
+  //   for inputs that do not require grad; then it fires as soon as grad_output is known). A
+  //   returned vector replaces grad_input. A module used twice fires twice, as in PyTorch.
+  using TensorList = std::vector<Tensor>;
+  using ForwardPreHook = std::function<std::optional<TensorList>(Module&, const TensorList&)>;
+  using ForwardHook = std::function<std::optional<TensorList>(Module&, const TensorList&, const TensorList&)>;
+  using BackwardHook = std::function<std::optional<TensorList>(Module&, const TensorList&, const TensorList&)>;
+  template <class F>
+  HookHandle register_forward_pre_hook(F fn) {
+    return add_hook(forward_pre_hooks_, ForwardPreHook(adapt<const TensorList&>(std::move(fn))));
+  }
+  template <class F>
+  HookHandle register_forward_hook(F fn) {
+    return add_hook(forward_hooks_, ForwardHook(adapt<const TensorList&, const TensorList&>(std::move(fn))));
+  }
+  template <class F>
+  HookHandle register_full_backward_hook(F fn) {
+    return add_hook(backward_hooks_, BackwardHook(adapt<const TensorList&, const TensorList&>(std::move(fn))));
+  }
+  // The backward hooks alive now (used by the backward routing nodes when they fire).
+  std::vector<std::shared_ptr<BackwardHook>> backward_hooks() const { return backward_hooks_; }
 
   // A short type name for printing and errors ("Linear", "Sequential"; "Module" by default).
   virtual std::string name() const { return "Module"; }
@@ -176,6 +209,32 @@ class Module : public std::enable_shared_from_this<Module> {
 
   std::vector<std::unique_ptr<Slot>> params_, buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+
+  // Hooks: a handle empties its slot; empty slots are skipped (and dropped on the next add).
+  template <class... Args, class F>
+  static auto adapt(F fn) {
+    return [fn = std::move(fn)](Module& m, Args... args) mutable -> std::optional<TensorList> {
+      if constexpr (std::is_void_v<std::invoke_result_t<F&, Module&, Args...>>) {
+        fn(m, args...);
+        return std::nullopt;
+      } else {
+        return fn(m, args...);
+      }
+    };
+  }
+  template <class H>
+  static HookHandle add_hook(std::vector<std::shared_ptr<H>>& list, H fn) {
+    std::erase_if(list, [](const std::shared_ptr<H>& h) { return !*h; });
+    auto h = std::make_shared<H>(std::move(fn));
+    list.push_back(h);
+    std::weak_ptr<H> weak = h;
+    return HookHandle([weak] {
+      if (auto p = weak.lock()) *p = nullptr;
+    });
+  }
+  std::vector<std::shared_ptr<ForwardPreHook>> forward_pre_hooks_;
+  std::vector<std::shared_ptr<ForwardHook>> forward_hooks_;
+  std::vector<std::shared_ptr<BackwardHook>> backward_hooks_;
 };
 
 }  // namespace graft::nn

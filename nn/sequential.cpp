@@ -21,7 +21,7 @@ const std::shared_ptr<Module>& Sequential::operator[](size_t i) const {
 
 Tensor Sequential::forward(const Tensor& input) {
   Tensor x = input;
-  for (auto& m : modules_) x = m->forward(x);
+  for (auto& m : modules_) x = (*m)(x);
   return x;
 }
 

@@ -152,7 +152,16 @@ OpResult dispatch_kernel(const Op& op, Stack& args) {
   // Written args are captured before the kernel: a mode or kernel may replace the Stack entries.
   const auto& written = op.schema.written_args;
   Tensor w0;
-  if (!written.empty()) w0 = std::get<Tensor>(args[written[0]]);
+  if (!written.empty()) {
+    w0 = std::get<Tensor>(args[written[0]]);
+    for (size_t i : written) {
+      const Tensor& t = std::get<Tensor>(args[i]);
+      GRAFT_CHECK(!t.defined() || !t.impl()->storage()->is_inference() || is_inference_mode_enabled(),
+                  op.schema.full_name(), ": Inplace update to inference tensor outside InferenceMode is not allowed. "
+                  "You can make a clone to get a normal tensor before doing inplace update. (argument ", i, ": ",
+                  describe(t), ")");
+    }
+  }
   OpResult out = k(args);
   if (!written.empty()) {
     w0.impl()->bump_version();

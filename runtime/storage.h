@@ -9,6 +9,10 @@
 // and no extra allocation is made per tensor. TensorImpl::version() reads it from here.
 // Every in-place kernel bumps it exactly once per op (the dispatcher does it from the op schema,
 // not the kernels, so no kernel can forget or double-count).
+//
+// Inference storage: bytes allocated under InferenceMode belong to inference tensors, which
+// autograd can never save (SavedVariable refuses them), so nothing can ever compare their
+// version: they skip the counter (as c10's inference tensors have none).
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -17,6 +21,10 @@
 #include "runtime/allocator.h"
 
 namespace graft {
+
+// The thread-local InferenceMode switch (autograd::InferenceMode sets it; see grad_mode.h).
+bool is_inference_mode_enabled();
+void set_inference_mode_enabled(bool enabled);
 
 class Storage {
  public:
@@ -34,12 +42,17 @@ class Storage {
   bool pinned() const { return pinned_; }
 
   int64_t version() const { return version_.load(std::memory_order_relaxed); }
-  void bump_version() { version_.fetch_add(1, std::memory_order_relaxed); }
+  void bump_version() {
+    if (!inference_) version_.fetch_add(1, std::memory_order_relaxed);
+  }
+  // Allocated under InferenceMode (see above).
+  bool is_inference() const { return inference_; }
 
  private:
   DataPtr ptr_;
   size_t nbytes_;
   bool pinned_;
+  bool inference_;
   std::atomic<int64_t> version_{0};
 };
 

@@ -59,6 +59,8 @@ class Tensor {
     return static_cast<T*>(data_ptr());
   }
   int64_t version() const { return checked()->version(); }
+  // Created under InferenceMode: no version counter, never saved for backward.
+  bool is_inference() const { return checked()->storage()->is_inference(); }
   bool is_same(const Tensor& o) const { return impl_ == o.impl_; }
   // True when both tensors view the same storage.
   bool is_alias_of(const Tensor& o) const {
@@ -196,8 +198,11 @@ class Tensor {
   void backward(const Tensor& gradient = {}, std::optional<bool> retain_graph = std::nullopt,
                 bool create_graph = false, const std::vector<Tensor>& inputs = {}) const;
   // fn(grad) -> replacement (or an undefined Tensor to keep grad). Runs each time a gradient for
-  // this tensor is computed.
+  // this tensor is computed, and with an undefined grad when the node producing this tensor ran
+  // but this output got no gradient (as libtorch's C++ hooks): check grad.defined().
   HookHandle register_hook(std::function<Tensor(const Tensor& grad)> fn) const;
+  // Leaves only: fn(leaf) runs after a backward added into leaf.grad(). Owned by the leaf.
+  HookHandle register_post_accumulate_grad_hook(std::function<void(Tensor&)> fn) const;
 
  private:
   TensorImpl* checked() const {

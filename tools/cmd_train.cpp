@@ -33,9 +33,9 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const std::string& name, std::v
 
 // Runs the model's layers plainly or under checkpointing.
 Tensor run_model(nn::Sequential& model, const Tensor& x, const std::string& checkpoint) {
-  if (checkpoint == "none") return model.forward(x);
+  if (checkpoint == "none") return model(x);
   std::vector<nn::Layer> layers;
-  for (const auto& m : model) layers.push_back([m](const Tensor& h) { return m->forward(h); });
+  for (const auto& m : model) layers.push_back([m](const Tensor& h) { return (*m)(h); });
   if (checkpoint == "sqrt")
     return nn::checkpoint_sequential(layers, std::max<int64_t>(1, std::lround(std::sqrt(layers.size()))), x);
   return nn::checkpoint_nested(layers, x);
@@ -54,7 +54,7 @@ Tensor prepare_images(const Tensor& images, Device device, bool normalize) {
 }
 
 EvalResult evaluate(nn::Sequential& model, const data::FashionMnist& test, Device device, bool normalize) {
-  NoGradGuard ng;
+  InferenceMode inference;  // no autograd state, no version counters: the cheapest forward
   model.eval();
   data::DataLoader loader(test, 1000);
   EvalResult r;
@@ -63,7 +63,7 @@ EvalResult evaluate(nn::Sequential& model, const data::FashionMnist& test, Devic
   int64_t correct = 0, n = 0;
   while (auto b = loader.next()) {
     Tensor x = prepare_images(b->images, device, normalize), y = b->labels.to(device);
-    Tensor logits = model.forward(x);
+    Tensor logits = model(x);
     loss_sum += cross_entropy(logits, y, {}, "sum").item<float>();
     auto pred = logits.argmax(1).to_vector<int64_t>();
     auto truth = b->labels.to_vector<int64_t>();
@@ -162,6 +162,13 @@ int run_train(const TrainOptions& o) {
         std::unique_ptr<autograd::SaveOnCpu> keep_on_cpu;
         if (o.save_on_cpu) keep_on_cpu = std::make_unique<autograd::SaveOnCpu>(device.is_cuda());
         loss = cross_entropy(run_model(*model, x, o.checkpoint), y);
+      }
+      if (global == 0 && !o.graph.empty()) {
+        std::ofstream dot(o.graph);
+        GRAFT_CHECK(dot.good(), "train: cannot write ", o.graph);
+        dot << autograd::to_dot({loss}, model->named_parameters().items());
+        std::printf("wrote the first step's backward graph to %s (render: dot -Tsvg %s -o graph.svg)\n",
+                    o.graph.c_str(), o.graph.c_str());
       }
       opt->zero_grad();
       loss.backward();

@@ -20,6 +20,7 @@ struct TrainOptions {
   bool normalize = true;
   uint64_t seed = 0;
   std::string save, metrics, plot;
+  std::string graph;  // DOT file of the first step's backward graph
   std::string data = "/usr/share/datasets/fashion-mnist";
 };
 int run_train(const TrainOptions& options);

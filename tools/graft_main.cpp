@@ -13,7 +13,7 @@ int main(int argc, char** argv) {
   auto* bench = app.add_subcommand("bench", "Time the benchmark workloads (name value unit, median of repeats)");
   std::string filter = ".*", json;
   int repeat = 0, threads = 0;
-  bench->add_option("--filter", filter, "Regex over workload names (engine, mlp, cnn, matmul1024, matmul4096, elementwise_add, deep_mlp, alloc_churn, train_epoch)");
+  bench->add_option("--filter", filter, "Regex over workload names (engine, mlp, cnn, matmul1024, matmul4096, elementwise_add, deep_mlp, alloc_churn, train_epoch, eval)");
   bench->add_option("--repeat", repeat, "Timed repeats per workload (default: per workload)");
   bench->add_option("--json", json, "Also write the figures as JSON to this path");
   bench->add_option("--threads", threads, "Intra-op threads (default: all cores)");
@@ -41,6 +41,7 @@ int main(int argc, char** argv) {
   train->add_option("--save", to.save, "Write the trained weights (safetensors)");
   train->add_option("--metrics", to.metrics, "Write per-step and per-epoch metrics as CSV");
   train->add_option("--plot", to.plot, "Write an SVG chart of loss and accuracy");
+  train->add_option("--graph", to.graph, "Write the first step's backward graph as Graphviz DOT (dot -Tsvg to draw it)");
   train->add_option("--data", to.data, "Fashion-MNIST directory (IDX .gz files)")->capture_default_str();
   std::string eval_model = "mlp", eval_load, eval_data = to.data, eval_device = "cpu";
   auto* eval = app.add_subcommand("eval", "Evaluate saved weights on the Fashion-MNIST test set");

@@ -140,7 +140,97 @@ TEST_CASE("a function whose recomputed tensors change shape is detected with the
   off.determinism_check = false;
   calls = 0;
   Tensor z = checkpoint([&](const Tensor& h) { return (++calls == 1 ? h : h.slice(0, 0, 2)).exp().sum(); }, x, off);
-  CHECK_THROWS(z.backward());  // the saved variable's own check still refuses a wrong shape
+  // With the check off the recomputed tensor is used as computed (as PyTorch): here the shapes no
+  // longer fit the graph, so the backward op itself fails, not the saved-tensor check.
+  CHECK_THROWS_WITH(z.backward(), !Catch::Contains("unpack hook must return"));
+}
+
+TEST_CASE("determinism_check = false uses a recomputed tensor of another shape as computed") {
+  Tensor x = tensor({1.0, 2.0, 3.0, 4.0}, dtype(kFloat64)).requires_grad_();
+  int calls = 0;
+  // The forward multiplies by a [4] tensor of 2s, the recomputation by a broadcast [1] one: the saved
+  // `other` of mul changes shape, the gradient does not.
+  auto fn = [&](const Tensor& h) {
+    Tensor w = ++calls == 1 ? full({4}, 2.0, dtype(kFloat64)) : full({1}, 2.0, dtype(kFloat64));
+    return (h * w).sum();
+  };
+  Tensor y = checkpoint(fn, x);
+  CHECK_THROWS_WITH(y.backward({}, true), Catch::Contains("different metadata") && Catch::Contains("set determinism_check=false"));
+  CheckpointOptions off;
+  off.determinism_check = false;
+  calls = 0;
+  Tensor z = checkpoint(fn, x, off);
+  z.backward();
+  CHECK(v(x.grad()) == std::vector<double>{2, 2, 2, 2});
+}
+
+namespace {
+// Gradients of orders 1..3 of sum(f(x)) with respect to x (each order a grad() of the previous one's sum).
+std::vector<std::vector<double>> grads_up_to_3(const Tensor& y, const Tensor& x) {
+  std::vector<std::vector<double>> out;
+  Tensor cur = y.sum();
+  for (int order = 1; order <= 3; ++order) {
+    auto g = grad({cur}, {x}, {}, std::nullopt, /*create_graph=*/order < 3);
+    out.push_back(v(g[0]));
+    cur = g[0].sum();
+  }
+  return out;
+}
+Tensor sin_exp_sin(const Tensor& h) { return h.sin().exp().sin(); }
+}  // namespace
+
+TEST_CASE("double and triple backward through a checkpoint are bit-identical to the plain graph") {
+  Tensor x = tensor({0.3, -1.2, 2.0, 0.7}, dtype(kFloat64)).requires_grad_();
+  auto plain = grads_up_to_3(sin_exp_sin(x), x);
+  int calls = 0;
+  auto counted = [&](const Tensor& h) {
+    ++calls;
+    return sin_exp_sin(h);
+  };
+  auto ck = grads_up_to_3(checkpoint(counted, x), x);
+  for (int i = 0; i < 3; ++i) CHECK(ck[i] == plain[i]);
+  CHECK(calls == 4);  // the forward, then once per backward (as PyTorch)
+
+  // The smallest case: a checkpointed sin saves only the leaf x; its second derivative must reach x.
+  auto p1 = grads_up_to_3(x.sin(), x);
+  auto c1 = grads_up_to_3(checkpoint([](const Tensor& h) { return h.sin(); }, x), x);
+  for (int i = 0; i < 3; ++i) CHECK(c1[i] == p1[i]);
+}
+
+TEST_CASE("double backward through nested checkpoints is bit-identical to the plain graph") {
+  Tensor x = tensor({0.3, -1.2, 2.0, 0.7}, dtype(kFloat64)).requires_grad_();
+  Tensor w = tensor({0.5, 1.5, -0.25, 2.0}, dtype(kFloat64)).requires_grad_();
+  auto f = [&](const Tensor& h) { return (sin_exp_sin(h) * w).tanh() * h; };
+  auto plain = grads_up_to_3(f(f(x)), x);
+  auto nested = checkpoint([&](const Tensor& h) {
+    Tensor a = checkpoint([&](const Tensor& i) { return checkpoint(f, i); }, h);
+    return checkpoint(f, a);
+  }, x);
+  auto ck = grads_up_to_3(nested, x);
+  for (int i = 0; i < 3; ++i) CHECK(ck[i] == plain[i]);
+  // Mixed second derivatives reach the captured weight too.
+  auto gx = grad({f(f(x)).sum()}, {x}, {}, std::nullopt, true);
+  auto gxw = grad({gx[0].sum()}, {w});
+  Tensor y = checkpoint([&](const Tensor& h) { return checkpoint(f, checkpoint(f, h)); }, x);
+  auto cx = grad({y.sum()}, {x}, {}, std::nullopt, true);
+  auto cxw = grad({cx[0].sum()}, {w});
+  CHECK(v(cxw[0]) == v(gxw[0]));
+}
+
+TEST_CASE("second-order gradients through a checkpointed MLP block, repeated with retain_graph") {
+  manual_seed(5);
+  Tensor x = randn({3, 4}, dtype(kFloat64)).requires_grad_();
+  Tensor w1 = randn({4, 4}, dtype(kFloat64)).requires_grad_(), w2 = randn({4, 4}, dtype(kFloat64)).requires_grad_();
+  auto block = [&](const Tensor& h) { return linear(linear(h, w1).tanh(), w2).sigmoid(); };
+  auto g0 = grad({block(x).sum()}, {x}, {}, std::nullopt, true);
+  auto h0 = grad({g0[0].pow(2).sum()}, {x, w1, w2});
+  Tensor y = checkpoint(block, x);
+  auto g1 = grad({y.sum()}, {x}, {}, std::nullopt, true);
+  Tensor gg = g1[0].pow(2).sum();
+  for (int rep = 0; rep < 2; ++rep) {  // the second grad of a retained graph recomputes again
+    auto h1 = grad({gg}, {x, w1, w2}, {}, /*retain_graph=*/true);
+    for (int i = 0; i < 3; ++i) CHECK(v(h1[i]) == v(h0[i]));
+  }
 }
 
 TEST_CASE("a MustSave policy keeps matmul outputs: exact gradients and the kernel does not rerun") {
@@ -328,4 +418,138 @@ TEST_CASE("a checkpointed function may itself call grad()") {
   auto g1 = grad({y.sum()}, {x});
   CHECK(v(g0[0]) == v(g1[0]));  // d/dh sin(3h^2) = cos(3h^2) 6h
   CHECK(v(g1[0])[0] == Approx(std::cos(0.75) * 3.0));
+}
+
+TEST_CASE("preserve_rng_state = false lets the recomputation draw fresh random numbers") {
+  Tensor x = ones({256}).requires_grad_();
+  auto fn = [](const Tensor& in) { return (in * rand({256})).exp(); };  // exp saves its (random) output
+  manual_seed(11);
+  auto g_plain = grad({fn(x).sum()}, {x});
+  manual_seed(11);
+  Tensor y = checkpoint(fn, x);
+  auto g_kept = grad({y.sum()}, {x});
+  CHECK(v(g_kept[0]) == v(g_plain[0]));
+  CheckpointOptions o;
+  o.preserve_rng_state = false;
+  manual_seed(11);
+  Tensor z = checkpoint(fn, x, o);
+  auto g_fresh = grad({z.sum()}, {x});
+  CHECK(v(g_fresh[0]) != v(g_plain[0]));
+}
+
+TEST_CASE("debug = true lists both op sequences and marks the first difference") {
+  Tensor x = randn({4}).requires_grad_();
+  int calls = 0;
+  CheckpointOptions o;
+  o.debug = true;
+  // The recomputation slices first: sin then saves a [2] tensor where the forward saved a [4] one.
+  auto fn = [&](const Tensor& h) { return ++calls == 1 ? h.sin().exp() : h.slice(0, 0, 2).sin().exp(); };
+  Tensor y = checkpoint(fn, x, o);
+  std::string msg;
+  try {
+    y.sum().backward();
+  } catch (const Error& e) {
+    msg = e.what();
+  }
+  INFO(msg);
+  CHECK_THAT(msg, Catch::Contains("checkpoint debug: ops of the original forward and of the recomputation"));
+  CHECK_THAT(msg, Catch::Contains("different metadata"));
+  CHECK_THAT(msg, Catch::Contains("sin([4] float32) -> [4]") && Catch::Contains("sin([2] float32) -> [2]"));
+  CHECK_THAT(msg, Catch::Contains(">>   0") && Catch::Contains("<-- first difference"));
+  // Without debug the message has no table.
+  calls = 0;
+  Tensor z = checkpoint(fn, x);
+  CHECK_THROWS_WITH(z.sum().backward(), !Catch::Contains("checkpoint debug"));
+}
+
+TEST_CASE("CheckpointEarlyStop overrides early_stop for checkpoints called in its scope") {
+  Tensor x = randn({4}).requires_grad_();
+  int after = 0;
+  auto fn = [&](const Tensor& in) {
+    Tensor y = in.sin();
+    ++after;
+    return y * 2;
+  };
+  Tensor y;
+  {
+    CheckpointEarlyStop off(false);
+    y = checkpoint(fn, x);  // early_stop defaults to true; the scope turns it off
+  }
+  y.sum().backward();
+  CHECK(after == 2);  // the recomputation ran to the end
+  after = 0;
+  CheckpointOptions o;
+  o.early_stop = false;
+  {
+    CheckpointEarlyStop on(true);
+    y = checkpoint(fn, x, o);
+  }
+  y.sum().backward();
+  CHECK(after == 1);  // stopped right after the last saved tensor
+}
+
+TEST_CASE("op_policy sees the op's inputs; save_ops keeps the listed ops' outputs from the forward") {
+  manual_seed(4);
+  Tensor x = randn({8, 16}).requires_grad_();
+  Tensor w = randn({16, 16}).requires_grad_();
+  auto fn = [&](const Tensor& h) { return h.mm(w).tanh().mm(w).sigmoid(); };
+  Tensor plain_y = fn(x);
+  OpCounter plain_count;
+  std::vector<Tensor> g0;
+  {
+    DispatchModeGuard guard(&plain_count);
+    g0 = grad({plain_y.sum()}, {x, w});
+  }
+  CheckpointOptions o;
+  o.op_policy = save_ops({"mm"});
+  Tensor y = checkpoint(fn, x, o);
+  OpCounter count;
+  std::vector<Tensor> g1;
+  {
+    DispatchModeGuard guard(&count);
+    g1 = grad({y.sum()}, {x, w});
+  }
+  CHECK(count.n["tanh"] == 1);  // recomputed
+  // mm runs only in the backward rules, as often as without checkpoint: not in the recomputation.
+  CHECK(count.n["mm"] == plain_count.n["mm"]);
+  CHECK(plain_count.n["tanh"] == 0);
+  for (int i = 0; i < 2; ++i) CHECK(v(g0[i]) == v(g1[i]));
+  // The policy sees shapes: keep only products with a 16-wide left operand.
+  std::vector<Shape> seen;
+  CheckpointOptions by_shape;
+  by_shape.op_policy = [&](const OpCall& call) {
+    if (call.name == "mm") seen.push_back(call.inputs.at(0).sizes());
+    return CheckpointPolicy::PreferRecompute;
+  };
+  Tensor z = checkpoint(fn, x, by_shape);
+  CHECK(seen == std::vector<Shape>{{8, 16}, {8, 16}});
+  z.sum().backward();
+}
+
+TEST_CASE("allow_cache_entry_mutation lets a kept output be written after the forward") {
+  Tensor x = randn({4, 4}).requires_grad_();
+  Tensor w = randn({4, 4});
+  Tensor kept;
+  auto fn = [&](const Tensor& h) {
+    Tensor m = h.mm(w);
+    kept = m;
+    return m.sin();
+  };
+  CheckpointOptions o;
+  o.op_policy = save_ops({"mm"});
+  Tensor y = checkpoint(fn, x, o);
+  {
+    NoGradGuard ng;
+    kept.add_(0);  // a write, even of nothing, bumps the version
+  }
+  CHECK_THROWS_WITH(y.sum().backward({}, true), Catch::Contains("modified in place after the forward") &&
+                                                   Catch::Contains("allow_cache_entry_mutation"));
+  o.allow_cache_entry_mutation = true;
+  Tensor z = checkpoint(fn, x, o);
+  {
+    NoGradGuard ng;
+    kept.add_(0);
+  }
+  z.sum().backward();
+  CHECK(x.grad().defined());
 }

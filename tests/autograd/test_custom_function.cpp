@@ -113,3 +113,82 @@ TEST_CASE("needs_input_grad reports which inputs require grad") {
   NeedsGradProbe::apply(a, b);
   CHECK(NeedsGradProbe::seen == std::vector<bool>{true, false});
 }
+
+namespace {
+
+// Two outputs; backward reports whether each incoming gradient was defined.
+struct TwoOut : Function<TwoOut> {
+  static std::vector<Tensor> forward(FunctionCtx* ctx, const Tensor& x, bool materialize) {
+    ctx->set_materialize_grads(materialize);
+    return {x * 2, x * 3};
+  }
+  static std::vector<Tensor> backward(FunctionCtx* ctx, std::vector<Tensor> g) {
+    ctx->saved_data["defined"] = std::vector<bool>{g[0].defined(), g[1].defined()};
+    Tensor r = g[0].defined() ? g[0] * 2 : Tensor();
+    if (g[1].defined()) r = r.defined() ? r + g[1] * 3 : g[1] * 3;
+    return {r, Tensor()};
+  }
+};
+
+// Sorts and returns the permutation too; the indices are marked non-differentiable.
+struct SortWithIndex : Function<SortWithIndex> {
+  static std::vector<Tensor> forward(FunctionCtx* ctx, const Tensor& x) {
+    Tensor scaled = x * 1;
+    Tensor idx = x * 0;  // a float "index" output, to check that marking alone detaches it
+    ctx->mark_non_differentiable({idx});
+    return {scaled, idx};
+  }
+  static std::vector<Tensor> backward(FunctionCtx*, std::vector<Tensor> g) {
+    CHECK(g[1].defined());  // materialized as zeros
+    CHECK(g[1].sum().item<double>() == 0);
+    return {g[0]};
+  }
+};
+
+struct OnceExp : Function<OnceExp> {
+  static constexpr bool once_differentiable = true;
+  static Tensor forward(FunctionCtx* ctx, const Tensor& x) {
+    Tensor y = x.exp();
+    ctx->save_for_backward({y});
+    return y;
+  }
+  static std::vector<Tensor> backward(FunctionCtx* ctx, std::vector<Tensor> g) {
+    CHECK_FALSE(is_grad_enabled());  // a once-differentiable backward records nothing
+    return {g[0] * ctx->saved_tensors()[0]};
+  }
+};
+
+}  // namespace
+
+TEST_CASE("set_materialize_grads(false) hands undefined gradients to backward; the default hands zeros") {
+  Tensor x = tensor({1.0, 2.0}, dtype(kFloat64)).requires_grad_();
+  for (bool materialize : {true, false}) {
+    auto outs = TwoOut::apply(x, materialize);
+    outs[0].sum().backward();
+    auto node = std::dynamic_pointer_cast<CustomNode>(outs[0].grad_fn());
+    REQUIRE(node);
+    auto defined = std::any_cast<std::vector<bool>>(node->ctx.saved_data["defined"]);
+    CHECK(defined == std::vector<bool>{true, materialize});
+    CHECK(x.grad().to_vector<double>() == std::vector<double>{2, 2});
+    x.mutable_grad() = Tensor();
+  }
+}
+
+TEST_CASE("mark_non_differentiable: the output does not require grad and backward sees zeros for it") {
+  Tensor x = tensor({3.0, 1.0}, dtype(kFloat64)).requires_grad_();
+  auto outs = SortWithIndex::apply(x);
+  CHECK(outs[0].requires_grad());
+  CHECK_FALSE(outs[1].requires_grad());
+  outs[0].sum().backward();
+  CHECK(x.grad().to_vector<double>() == std::vector<double>{1, 1});
+}
+
+TEST_CASE("once_differentiable: first order works, differentiating the backward throws PyTorch's message") {
+  Tensor x = tensor({0.5, 1.0}, dtype(kFloat64)).requires_grad_();
+  auto g = grad({OnceExp::apply(x).sum()}, {x});
+  CHECK(g[0].to_vector<double>() == x.exp().to_vector<double>());
+  auto g1 = grad({(OnceExp::apply(x) * x).sum()}, {x}, {}, std::nullopt, /*create_graph=*/true);
+  CHECK(g1[0].requires_grad());
+  CHECK_THROWS_WITH(grad({g1[0].sum()}, {x}),
+                    Catch::Contains("trying to differentiate twice a function that was marked with @once_differentiable"));
+}

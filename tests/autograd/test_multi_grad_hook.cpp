@@ -321,18 +321,55 @@ TEST_CASE("per-task state is dropped when some gradients never arrive") {
     CHECK(defined_mask(last) == std::vector<bool>{true, true});
   }
   SECTION("a tracked node that runs without receiving a gradient") {
-    // DropGrad returns no gradient, so c's node runs with an undefined gradient and tensor hooks
-    // (which skip undefined gradients) never see it.
+    // DropGrad returns no gradient, so c's node runs with an undefined gradient; c's tensor hook
+    // sees it undefined (as libtorch's hooks do) and the multi-grad hook fires once, c's entry
+    // undefined.
     Tensor c = a * 2;
     Tensor e = DropGrad::apply(c);
     register_multi_grad_hook({c, b}, fn);
     Tensor loss = e.sum() + (b * 2).sum();
     loss.backward({}, true);
-    CHECK(fired <= 1);
+    CHECK(fired == 1);
+    CHECK(defined_mask(last) == std::vector<bool>{false, true});
     int after_first = fired;
     // The state of that task died with it; a backward where both arrive fires normally.
     (c.sum() + (b * 2).sum()).backward();
     CHECK(fired == after_first + 1);
     CHECK(defined_mask(last) == std::vector<bool>{true, true});
   }
+}
+
+TEST_CASE("All mode on the outputs of one node where one output gets no gradient fires once, that entry undefined") {
+  Tensor x = leaf({1, 2, 3, 4});
+  auto parts = graft::split(x, 2, 0);
+  REQUIRE(parts.size() == 2);
+  int fired = 0;
+  std::vector<Tensor> last;
+  register_multi_grad_hook({parts[0], parts[1]}, [&](const std::vector<Tensor>& g) {
+    ++fired;
+    last = g;
+  });
+  (parts[0] * 3).sum().backward();
+  CHECK(fired == 1);
+  REQUIRE(defined_mask(last) == std::vector<bool>{true, false});
+  CHECK(vals(last[0]) == std::vector<double>{3, 3});
+  CHECK(vals(x.grad()) == std::vector<double>{3, 3, 0, 0});
+}
+
+TEST_CASE("tensor hooks see an undefined gradient for an output that got none, and may replace it") {
+  Tensor x = leaf({1, 2, 3, 4});
+  auto parts = graft::split(x, 2, 0);
+  std::vector<bool> seen;
+  parts[1].register_hook([&](const Tensor& g) {
+    seen.push_back(g.defined());
+    return Tensor();
+  });
+  parts[0].sum().backward({}, true);
+  CHECK(seen == std::vector<bool>{false});
+  CHECK(vals(x.grad()) == std::vector<double>{1, 1, 0, 0});
+  // A hook may supply the missing gradient.
+  parts[1].register_hook([](const Tensor& g) { return g.defined() ? g : ops::full({2}, 5.0, kFloat64); });
+  x.mutable_grad() = Tensor();
+  parts[0].sum().backward();
+  CHECK(vals(x.grad()) == std::vector<double>{1, 1, 5, 5});
 }

@@ -68,7 +68,7 @@ TEST_CASE("graft train and graft eval run end to end on a tiny data set") {
   std::string d = dir.string();
   int status = 0;
   std::string out = run(std::string(exe) + " train --data " + d + " --epochs 2 --batch-size 32 --lr 0.003 --metrics " + d +
-                            "/m.csv --plot " + d + "/p.svg --save " + d + "/w.safetensors",
+                            "/m.csv --plot " + d + "/p.svg --save " + d + "/w.safetensors --graph " + d + "/g.dot",
                         status);
   INFO(out);
   CHECK(status == 0);
@@ -86,6 +86,13 @@ TEST_CASE("graft train and graft eval run end to end on a tiny data set") {
   std::string first;
   std::getline(svg, first);
   CHECK(first.rfind("<svg", 0) == 0);
+  // --graph: the first step's backward graph, with the model's parameter names on its leaves.
+  std::ifstream dot_file(dir / "g.dot");
+  std::string dot((std::istreambuf_iterator<char>(dot_file)), std::istreambuf_iterator<char>());
+  CHECK(dot.rfind("digraph graft_backward {", 0) == 0);
+  CHECK(dot.find("1.weight [256, 784] float32") != std::string::npos);
+  CHECK(dot.find("AccumulateGrad") != std::string::npos);
+  CHECK(out.find("wrote the first step's backward graph") != std::string::npos);
 
   std::string ev = run(std::string(exe) + " eval --data " + d + " --load " + d + "/w.safetensors", status);
   INFO(ev);

@@ -97,7 +97,47 @@ std::vector<Figure> bench_engine(int repeat, Device device) {
     y.sum().backward();
   });
   for (auto& v : t) v = v * 1000.0 / 4000.0;
-  return {summarize("engine_us_per_op", "us", t)};
+  // The same chain under anomaly mode (forward stacks recorded per node, errors annotated), without
+  // and with the NaN check: what turning it on costs; off, it must cost nothing above.
+  std::vector<Figure> out{summarize("engine_us_per_op", "us", t)};
+  for (bool check_nan : {false, true}) {
+    autograd::DetectAnomaly anomaly(check_nan);
+    auto ta = time_ms(device, std::max(1, repeat / 2), 1, [&] {
+      Tensor y = x;
+      for (int i = 0; i < 2000; ++i) y = y * 1.0001 + 0.0;
+      y.sum().backward();
+    });
+    for (auto& v : ta) v = v * 1000.0 / 4000.0;
+    out.push_back(summarize(check_nan ? "engine_us_per_op_anomaly_nan" : "engine_us_per_op_anomaly", "us", ta));
+  }
+  return out;
+}
+
+// Evaluation of graft train's MLP over 10000 images in batches of 1000, under NoGradGuard and under
+// InferenceMode (no autograd metadata, no version counters): what `graft eval` gains.
+std::vector<Figure> bench_eval(int repeat, Device device) {
+  manual_seed(0);
+  Tensor images = rand({10000, 1, 28, 28}, TensorOptions{}.device(device));
+  nn::Sequential model;
+  model.push_back(std::make_shared<nn::Flatten>());
+  model.push_back(std::make_shared<nn::Linear>(784, 256));
+  model.push_back(std::make_shared<nn::ReLU>());
+  model.push_back(std::make_shared<nn::Linear>(256, 10));
+  model.to(device);
+  model.eval();
+  auto pass = [&] {
+    for (int64_t i = 0; i < 10000; i += 1000) model(images.slice(0, i, i + 1000)).argmax(1);
+  };
+  for (int r = 0; r < 2; ++r) pass();  // warm up
+  auto t_nograd = time_ms(device, repeat, 1, [&] {
+    NoGradGuard ng;
+    pass();
+  });
+  auto t_inf = time_ms(device, repeat, 1, [&] {
+    InferenceMode im;
+    pass();
+  });
+  return {summarize("eval_mlp_nograd_ms", "ms", t_nograd), summarize("eval_mlp_inference_ms", "ms", t_inf)};
 }
 
 std::vector<Figure> bench_mlp(int repeat, Device device) {
@@ -339,6 +379,7 @@ const std::vector<Workload>& workloads() {
       {"elementwise_add", bench_add, 10},
       {"deep_mlp", bench_deep_mlp, 3},       {"alloc_churn", bench_alloc_churn, 5, kOnCuda},
       {"train_epoch", bench_train_epoch, 3},
+      {"eval", bench_eval, 10},
   };
   return w;
 }

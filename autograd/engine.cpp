@@ -403,6 +403,36 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<G
   return res;
 }
 
+void backward(const std::vector<GradientEdge>& roots, const std::vector<Tensor>& grad_tensors,
+              std::optional<bool> retain_graph, bool create_graph, const std::vector<GradientEdge>& inputs) {
+  GRAFT_CHECK(grad_tensors.size() == roots.size(), "backward: got ", grad_tensors.size(), " gradients for ",
+              roots.size(), " gradient edges (each root edge needs its gradient)");
+  std::vector<Edge> root_list;
+  variable_list grads;
+  for (size_t i = 0; i < roots.size(); ++i) {
+    const GradientEdge& r = roots[i];
+    GRAFT_CHECK(r.node != nullptr, "backward: root ", i, " is an empty GradientEdge");
+    GRAFT_CHECK(r.output_nr < r.node->num_inputs(), "backward: root ", i, " names output ", r.output_nr, " of ",
+                r.node->name(), ", which has ", r.node->num_inputs(), " outputs");
+    GRAFT_CHECK(grad_tensors[i].defined(), "backward: the gradient for root ", i, " (", r.node->name(), ") is undefined");
+    const InputMetadata& m = r.node->input_metadata(r.output_nr);
+    GRAFT_CHECK(grad_tensors[i].sizes() == m.shape, "backward: mismatch in shape: grad_tensors[", i, "] has a shape of ",
+                shape_str(grad_tensors[i].sizes()), " and output ", r.output_nr, " of ", r.node->name(),
+                " has a shape of ", shape_str(m.shape));
+    root_list.push_back(Edge{r.node, r.output_nr});
+    grads.push_back(grad_tensors[i]);
+  }
+  std::vector<Edge> outs;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    GRAFT_CHECK(inputs[i].node != nullptr, "backward: inputs[", i, "] is an empty GradientEdge");
+    GRAFT_CHECK(dynamic_cast<AccumulateGrad*>(inputs[i].node.get()) != nullptr, "backward: inputs[", i,
+                "] is a GradientEdge of ", inputs[i].node->name(), ", not of a leaf's AccumulateGrad; backward() "
+                "accumulates into leaves only (use grad() with this edge instead)");
+    outs.push_back(Edge{inputs[i].node, inputs[i].output_nr});
+  }
+  run_backward(root_list, std::move(grads), retain_graph.value_or(create_graph), create_graph, outs, true);
+}
+
 void increment_version(const std::vector<Tensor>& tensors) {
   for (const Tensor& t : tensors)
     if (t.defined()) t.impl()->bump_version();

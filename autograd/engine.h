@@ -48,6 +48,13 @@ GradientEdge get_gradient_edge(const Tensor& t);
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<GradientEdge>& inputs,
                          const std::vector<Tensor>& grad_outputs = {}, std::optional<bool> retain_graph = std::nullopt,
                          bool create_graph = false, bool allow_unused = false);
+// backward from gradient edges (torch.autograd.backward with GradientEdge outputs): one gradient per
+// root edge, shaped like that node's output. `inputs` edges restrict the backward to them; they
+// must be leaves' accumulators (a non-leaf edge names no tensor whose .grad could receive it: use
+// grad() for those).
+void backward(const std::vector<GradientEdge>& roots, const std::vector<Tensor>& grad_tensors,
+              std::optional<bool> retain_graph = std::nullopt, bool create_graph = false,
+              const std::vector<GradientEdge>& inputs = {});
 // Bumps the version counter of each tensor, as an in-place op would (for code that writes a
 // tensor's memory outside graft's ops).
 void increment_version(const std::vector<Tensor>& tensors);

@@ -170,3 +170,22 @@ TEST_CASE("increment_version makes a saved tensor look written in place") {
   CHECK_THROWS_WITH(y.sum().backward(), Catch::Contains("modified by an inplace operation") &&
                                             Catch::Contains("SigmoidBackward"));
 }
+
+TEST_CASE("backward from gradient edges, restricted to leaf edges") {
+  Tensor x = leaf({1, 2}), w = leaf({3, 4});
+  Tensor y = x * w;
+  GradientEdge root = get_gradient_edge(y);
+  backward({root}, {ones({2}, dtype(kFloat64))}, /*retain_graph=*/true);
+  CHECK(vals(x.grad()) == std::vector<double>{3, 4});
+  CHECK(vals(w.grad()) == std::vector<double>{1, 2});
+  // inputs= as edges: only x's accumulator runs.
+  backward({root}, {full({2}, 2.0, dtype(kFloat64))}, true, false, {get_gradient_edge(x)});
+  CHECK(vals(x.grad()) == std::vector<double>{9, 12});
+  CHECK(vals(w.grad()) == std::vector<double>{1, 2});
+  CHECK_THROWS_WITH(backward({root}, {ones({3}, dtype(kFloat64))}, true), Catch::Contains("mismatch in shape"));
+  CHECK_THROWS_WITH(backward({root}, {}, true), Catch::Contains("got 0 gradients for 1 gradient edges"));
+  Tensor z = x * 2;
+  CHECK_THROWS_WITH(backward({get_gradient_edge((z * 3).sum())}, {ones({}, dtype(kFloat64))}, true, false,
+                             {get_gradient_edge(z)}),
+                    Catch::Contains("not of a leaf's AccumulateGrad"));
+}

@@ -1,6 +1,6 @@
 #include "autograd/anomaly_mode.h"
+#include "autograd/function.h"  // demangle
 
-#include <cxxabi.h>
 #include <dlfcn.h>
 #include <execinfo.h>
 #include <unistd.h>
@@ -23,14 +23,7 @@ thread_local bool t_check_nan = true;
 
 constexpr int kMaxFrames = 48;
 
-std::string demangle_symbol(const char* name) {
-  if (name == nullptr) return "??";
-  int status = 0;
-  char* d = abi::__cxa_demangle(name, nullptr, nullptr, &status);
-  std::string out = status == 0 && d ? d : name;
-  std::free(d);
-  return out;
-}
+std::string demangle_symbol(const char* name) { return name == nullptr ? std::string("??") : demangle(name); }
 
 // The shared object a code address belongs to (dladdr: the loader's own table).
 const void* module_base(const void* addr) {

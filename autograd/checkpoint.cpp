@@ -67,11 +67,6 @@ struct StopRecompute {};
 
 thread_local int t_early_stop_override = -1;  // CheckpointEarlyStop: -1 none, 0 off, 1 on
 
-// Same storage and geometry, no autograd history.
-Tensor detached_alias(const Tensor& t) {
-  return Tensor(std::make_shared<TensorImpl>(t.impl()->storage(), t.dtype(), t.sizes(), t.strides(), t.storage_offset()));
-}
-
 std::string meta_str(const SavedMeta& m) { return detail::str_cat(shape_str(m.shape), " ", m.dtype, " ", m.device); }
 
 bool has_policy(const CheckpointOptions& o) { return o.policy || o.op_policy; }
@@ -157,7 +152,7 @@ class PolicyMode final : public DispatchMode {
       // close a cycle.
       CachedOutput c;
       for (auto& t : out) {
-        c.outputs.push_back(t.defined() ? detached_alias(t) : Tensor());
+        c.outputs.push_back(t.defined() ? alias_without_history(t) : Tensor());
         c.versions.push_back(t.defined() ? t.version() : 0);
       }
       std::lock_guard<std::mutex> lock(f_.mu);
@@ -177,7 +172,7 @@ class PolicyMode final : public DispatchMode {
                   c.versions[i], " -> ", c.outputs[i].version(), "); set allow_cache_entry_mutation=true to allow it");
     // A fresh alias per recomputation: the recomputed graph attaches its history to it.
     OpResult out;
-    for (const auto& t : c.outputs) out.push_back(t.defined() ? detached_alias(t) : Tensor());
+    for (const auto& t : c.outputs) out.push_back(t.defined() ? alias_without_history(t) : Tensor());
     return out;
   }
 
@@ -254,7 +249,7 @@ void recompute(Frame& f, TaskResults& r) {
                         "than the original forward (more than ", n, "). Hint: the checkpointed function must be "
                         "deterministic (same ops, same shapes, same control flow); set determinism_check=false to "
                         "skip this check.", debug_info());
-            return Packed{detached_alias(t)};
+            return Packed{alias_without_history(t)};
           }
           SavedMeta now{t.sizes(), t.dtype(), t.device()};
           const SavedMeta& was = f.metas[k];
@@ -266,7 +261,7 @@ void recompute(Frame& f, TaskResults& r) {
                       "check.", debug_info());
           // Data only: the original graph gives it back its history when it unpacks (see
           // SavedVariable), so nothing of the recomputation's graph outlives this call.
-          Tensor data = detached_alias(t);
+          Tensor data = alias_without_history(t);
           r.tensors[k] = data;
           if (f.opts.early_stop && k >= target) throw StopRecompute{};
           return data;

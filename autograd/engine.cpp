@@ -381,19 +381,23 @@ GradientEdge get_gradient_edge(const Tensor& t) {
   return GradientEdge{e.function, e.input_nr};
 }
 
+namespace {
+// A GradientEdge given to grad()/backward() as the `what` number i, checked against its node.
+Edge checked_edge(const GradientEdge& e, const char* api, const char* what, size_t i) {
+  GRAFT_CHECK(e.node != nullptr, api, ": ", what, " ", i, " is an empty GradientEdge");
+  GRAFT_CHECK(e.output_nr < e.node->num_inputs(), api, ": ", what, " ", i, " names output ", e.output_nr, " of ",
+              e.node->name(), ", which has ", e.node->num_inputs(), " outputs");
+  return Edge{e.node, e.output_nr};
+}
+}  // namespace
+
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<GradientEdge>& inputs,
                          const std::vector<Tensor>& grad_outputs, std::optional<bool> retain_graph, bool create_graph,
                          bool allow_unused) {
   GRAFT_CHECK(!inputs.empty(), "grad: requires at least one input");
   variable_list grads = make_root_grads(outputs, grad_outputs, "grad");
   std::vector<Edge> outs;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    GRAFT_CHECK(inputs[i].node != nullptr, "grad: input ", i, " is an empty GradientEdge");
-    GRAFT_CHECK(inputs[i].output_nr < inputs[i].node->num_inputs(), "grad: input ", i, " names output ",
-                inputs[i].output_nr, " of ", inputs[i].node->name(), ", which has ", inputs[i].node->num_inputs(),
-                " outputs");
-    outs.push_back(Edge{inputs[i].node, inputs[i].output_nr});
-  }
+  for (size_t i = 0; i < inputs.size(); ++i) outs.push_back(checked_edge(inputs[i], "grad", "input", i));
   variable_list res = run_backward(root_edges(outputs), std::move(grads), retain_graph.value_or(create_graph),
                                    create_graph, outs, false);
   for (size_t i = 0; i < res.size(); ++i)
@@ -411,24 +415,20 @@ void backward(const std::vector<GradientEdge>& roots, const std::vector<Tensor>&
   variable_list grads;
   for (size_t i = 0; i < roots.size(); ++i) {
     const GradientEdge& r = roots[i];
-    GRAFT_CHECK(r.node != nullptr, "backward: root ", i, " is an empty GradientEdge");
-    GRAFT_CHECK(r.output_nr < r.node->num_inputs(), "backward: root ", i, " names output ", r.output_nr, " of ",
-                r.node->name(), ", which has ", r.node->num_inputs(), " outputs");
+    root_list.push_back(checked_edge(r, "backward", "root", i));
     GRAFT_CHECK(grad_tensors[i].defined(), "backward: the gradient for root ", i, " (", r.node->name(), ") is undefined");
     const InputMetadata& m = r.node->input_metadata(r.output_nr);
     GRAFT_CHECK(grad_tensors[i].sizes() == m.shape, "backward: mismatch in shape: grad_tensors[", i, "] has a shape of ",
                 shape_str(grad_tensors[i].sizes()), " and output ", r.output_nr, " of ", r.node->name(),
                 " has a shape of ", shape_str(m.shape));
-    root_list.push_back(Edge{r.node, r.output_nr});
     grads.push_back(grad_tensors[i]);
   }
   std::vector<Edge> outs;
   for (size_t i = 0; i < inputs.size(); ++i) {
-    GRAFT_CHECK(inputs[i].node != nullptr, "backward: inputs[", i, "] is an empty GradientEdge");
-    GRAFT_CHECK(dynamic_cast<AccumulateGrad*>(inputs[i].node.get()) != nullptr, "backward: inputs[", i,
-                "] is a GradientEdge of ", inputs[i].node->name(), ", not of a leaf's AccumulateGrad; backward() "
+    outs.push_back(checked_edge(inputs[i], "backward", "input", i));
+    GRAFT_CHECK(dynamic_cast<AccumulateGrad*>(inputs[i].node.get()) != nullptr, "backward: input ", i,
+                " is a GradientEdge of ", inputs[i].node->name(), ", not of a leaf's AccumulateGrad; backward() "
                 "accumulates into leaves only (use grad() with this edge instead)");
-    outs.push_back(Edge{inputs[i].node, inputs[i].output_nr});
   }
   run_backward(root_list, std::move(grads), retain_graph.value_or(create_graph), create_graph, outs, true);
 }

@@ -34,6 +34,10 @@ void pop_saved_hooks() {
   if (!t_saved_hooks.empty()) t_saved_hooks.pop_back();
 }
 
+Tensor alias_without_history(const Tensor& t) {
+  return Tensor(std::make_shared<TensorImpl>(t.impl()->storage(), t.dtype(), t.sizes(), t.strides(), t.storage_offset()));
+}
+
 SavedVariable::SavedVariable(const Tensor& t, bool is_output, const Node* node) {
   if (!t.defined()) return;
   GRAFT_CHECK(!t.is_inference(), "Inference tensors cannot be saved for backward. To work around you can make a clone "
@@ -56,9 +60,7 @@ SavedVariable::SavedVariable(const Tensor& t, bool is_output, const Node* node) 
   }
   // An output must not own its node (tensor -> grad_fn -> this node): keep, and hand to a pack hook,
   // a meta-less alias of the same storage and geometry instead.
-  Tensor keep = is_output ? Tensor(std::make_shared<TensorImpl>(t.impl()->storage(), t.dtype(), t.sizes(),
-                                                                t.strides(), t.storage_offset()))
-                          : t;
+  Tensor keep = is_output ? alias_without_history(t) : t;
   if (const SavedHooksPair* hooks = current_saved_hooks()) {
     unpack_hook_ = hooks->unpack;
     check_metadata_ = hooks->check_metadata;
@@ -89,8 +91,7 @@ Tensor SavedVariable::unpack(const std::shared_ptr<Node>& node) const {
     // The hook's result is data; the history is the one the tensor had when it was saved.
     std::shared_ptr<Node> acc = is_leaf_ ? grad_accumulator_.lock() : nullptr;
     if (!fn && !acc) return r;
-    Tensor out(std::make_shared<TensorImpl>(r.impl()->storage(), r.dtype(), r.sizes(), r.strides(),
-                                            r.storage_offset()));
+    Tensor out = alias_without_history(r);
     auto& m = ensure_meta(out);
     if (fn) {
       m.grad_fn_ = fn;
@@ -112,8 +113,7 @@ Tensor SavedVariable::unpack(const std::shared_ptr<Node>& node) const {
   }
   if (!is_output_ || !fn || !is_grad_enabled()) return data_;
   // create_graph: the output gets its node back so higher-order gradients flow through it.
-  Tensor out(std::make_shared<TensorImpl>(data_.impl()->storage(), data_.dtype(), data_.sizes(), data_.strides(),
-                                          data_.storage_offset()));
+  Tensor out = alias_without_history(data_);
   auto& m = ensure_meta(out);
   m.grad_fn_ = fn;
   m.output_nr_ = output_nr_;

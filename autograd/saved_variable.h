@@ -53,6 +53,10 @@ void pop_saved_hooks();
 const std::vector<SavedHooksPair>& saved_hooks_stack();
 void set_saved_hooks_stack(std::vector<SavedHooksPair> stack);
 
+// Same storage and geometry as `t`, without autograd meta, made without dispatching (so no dispatch
+// mode sees it): what a saved output stores, and what checkpoint keeps of recomputed tensors.
+Tensor alias_without_history(const Tensor& t);
+
 class SavedVariable {
  public:
   SavedVariable() = default;

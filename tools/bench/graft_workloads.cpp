@@ -113,17 +113,24 @@ std::vector<Figure> bench_engine(int repeat, Device device) {
   return out;
 }
 
+// graft train's MLP (784-256-10 with ReLU) on `device`.
+std::shared_ptr<nn::Sequential> train_mlp(Device device) {
+  auto model = std::make_shared<nn::Sequential>();
+  model->push_back(std::make_shared<nn::Flatten>());
+  model->push_back(std::make_shared<nn::Linear>(784, 256));
+  model->push_back(std::make_shared<nn::ReLU>());
+  model->push_back(std::make_shared<nn::Linear>(256, 10));
+  model->to(device);
+  return model;
+}
+
 // Evaluation of graft train's MLP over 10000 images in batches of 1000, under NoGradGuard and under
 // InferenceMode (no autograd metadata, no version counters): what `graft eval` gains.
 std::vector<Figure> bench_eval(int repeat, Device device) {
   manual_seed(0);
   Tensor images = rand({10000, 1, 28, 28}, TensorOptions{}.device(device));
-  nn::Sequential model;
-  model.push_back(std::make_shared<nn::Flatten>());
-  model.push_back(std::make_shared<nn::Linear>(784, 256));
-  model.push_back(std::make_shared<nn::ReLU>());
-  model.push_back(std::make_shared<nn::Linear>(256, 10));
-  model.to(device);
+  auto model_ptr = train_mlp(device);
+  nn::Sequential& model = *model_ptr;
   model.eval();
   auto pass = [&] {
     for (int64_t i = 0; i < 10000; i += 1000) model(images.slice(0, i, i + 1000)).argmax(1);
@@ -304,12 +311,8 @@ std::vector<Figure> bench_deep_mlp(int repeat, Device device) {
 std::vector<Figure> bench_train_epoch(int repeat, Device device) {
   manual_seed(0);
   Tensor images = rand({60000, 1, 28, 28}), labels = randint(0, 10, {60000});
-  nn::Sequential model;
-  model.push_back(std::make_shared<nn::Flatten>());
-  model.push_back(std::make_shared<nn::Linear>(784, 256));
-  model.push_back(std::make_shared<nn::ReLU>());
-  model.push_back(std::make_shared<nn::Linear>(256, 10));
-  model.to(device);
+  auto model_ptr = train_mlp(device);
+  nn::Sequential& model = *model_ptr;
   optim::Adam opt(model.parameters(), 1e-3);
   data::DataLoader loader(images, labels, 128, /*shuffle=*/true, /*drop_last=*/false, 0);
   optim::CosineAnnealingLR sched(opt, 2 * loader.num_batches());

@@ -105,3 +105,15 @@ TEST_CASE("a checkpoint recomputation failure under anomaly mode names the node 
   std::string msg = what_of([&] { y.backward(); });
   CHECK_THAT(msg, Catch::Contains("different metadata") && Catch::Contains("Error detected in ExpBackward"));
 }
+
+TEST_CASE("an error raised inside a built-in rule (a freed saved tensor) carries the node name and forward trace") {
+  DetectAnomaly anomaly;
+  Tensor x = randn({3}).requires_grad_();
+  Tensor y = x.sigmoid();  // SigmoidBackward saves its output, freed by the first backward
+  Tensor s = y.sum();
+  s.backward();
+  std::string msg = what_of([&] { s.backward(); });
+  CHECK_THAT(msg, Catch::Contains("Trying to backward through the graph a second time") &&
+                      Catch::Contains("Error detected in SigmoidBackward") &&
+                      Catch::Contains("test_anomaly_mode.cpp:"));
+}

@@ -553,3 +553,19 @@ TEST_CASE("allow_cache_entry_mutation lets a kept output be written after the fo
   z.sum().backward();
   CHECK(x.grad().defined());
 }
+
+TEST_CASE("op_policy takes precedence over policy when both are set") {
+  Tensor x = randn({4, 4}).requires_grad_();
+  Tensor w = randn({4, 4});
+  auto fn = [&](const Tensor& h) { return h.mm(w).sin(); };
+  CheckpointOptions o;
+  o.policy = [](std::string_view) { return CheckpointPolicy::MustSave; };  // would keep sin's output too
+  o.op_policy = save_ops({"mm"});
+  Tensor y = checkpoint(fn, x, o);
+  OpCounter count;
+  {
+    DispatchModeGuard guard(&count);
+    y.sum().backward();
+  }
+  CHECK(count.n["sin"] == 1);  // recomputed: op_policy decided, not policy
+}

@@ -3,6 +3,8 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <any>
+#include <optional>
 #include <cmath>
 #include <memory>
 #include <sstream>
@@ -506,4 +508,25 @@ TEST_CASE("custom Function::save_for_backward tensors go through the hooks") {
   CHECK(r.unpacks == 2);
   CHECK(x.grad().to_vector<double>()[1] == Approx(std::exp(1.0)));
   CHECK_THROWS_WITH(y.sum().backward(), Catch::Contains("backward through the graph a second time"));
+}
+
+TEST_CASE("an unpacked tensor gets back the history it had when saved, so double backward through data-only hooks is exact") {
+  // The pack hook keeps a detached copy (as a disk or compression hook would); under create_graph
+  // the unpacked value must still lead back to x (a leaf), to y (a non-leaf) and to the node itself.
+  Tensor x = tensor({0.3, -1.1, 2.0}, dtype(kFloat64)).requires_grad_();
+  auto f = [](const Tensor& in) {
+    Tensor y = in * 2;              // non-leaf, saved by sin as its input
+    return y.sin() * in + y.exp();  // in (a leaf) saved by mul; exp saves its own output
+  };
+  auto second = [&](bool hooked) {
+    std::optional<SavedTensorsHooks> hooks;
+    if (hooked)
+      hooks.emplace([](const Tensor& t) -> Packed { return t.detach().clone(); },
+                    [](const Packed& p) { return std::any_cast<Tensor>(p); });
+    Tensor out = f(x).sum();
+    hooks.reset();
+    auto g = grad({out}, {x}, {}, std::nullopt, /*create_graph=*/true);
+    return grad({g[0].sum()}, {x})[0].to_vector<double>();
+  };
+  CHECK(second(true) == second(false));
 }

@@ -5,9 +5,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 GRAFT_WITH_DATA=1 bash tools/deps.sh
-[ -d /usr/local/cuda/bin ] && export PATH="/usr/local/cuda/bin:$PATH"
+source tools/build_common.sh
 builddir=${GRAFT_BUILDDIR:-build}
-[ -f "$builddir/build.ninja" ] || meson setup "$builddir" -Dbuildtype=release >/dev/null
+graft_configure "$builddir" release
 ninja -C "$builddir" tools/graft >/dev/null
 if [ $# -gt 0 ]; then
   exec "$builddir/tools/graft" "$@"

@@ -37,11 +37,9 @@ void accumulate_into_grad(const Tensor& t, Tensor grad) {
   }
 }
 
-bool accumulate_directly(const Edge& edge, const std::function<void(Tensor& grad)>& add) {
-  if (is_grad_enabled() || !edge.is_valid()) return false;
-  auto* acc = dynamic_cast<AccumulateGrad*>(edge.function.get());
-  if (acc == nullptr || acc->has_pre_hooks() || acc->has_post_hooks() || !task_runs_without_capture(acc)) return false;
-  const Tensor& v = acc->variable();
+bool AccumulateGrad::accumulate_directly(const std::function<void(Tensor& dest)>& add) {
+  if (is_grad_enabled() || has_pre_hooks() || has_post_hooks() || !task_runs_without_capture(this)) return false;
+  const Tensor& v = variable_;
   AutogradMeta* m = get_meta(v);
   if (m == nullptr || !m->leaf_hooks_.empty() || !m->post_accumulate_hooks_.empty()) return false;
   std::lock_guard<std::mutex> lock(m->mutex_);

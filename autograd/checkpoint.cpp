@@ -57,7 +57,7 @@ struct Frame {
 };
 
 // Per graph task: the recomputed tensors, dropped as they are consumed.
-struct TaskResults {
+struct TaskResults final : GraphTaskState {
   bool ran = false;
   std::vector<Tensor> tensors;
   std::vector<bool> consumed;
@@ -301,9 +301,7 @@ Tensor unpack_placeholder(const Packed& p) {
   GraphTask* task = current_graph_task();
   GRAFT_CHECK(task != nullptr, "checkpoint: saved tensors of a checkpointed function can only be unpacked during a "
                                "backward (they are recomputed on demand)");
-  std::shared_ptr<void>& slot = graph_task_slot(task, &f);
-  if (!slot) slot = std::make_shared<TaskResults>();
-  auto* r = static_cast<TaskResults*>(slot.get());
+  TaskResults* r = &graph_task_state<TaskResults>(task, &f);
   if (!r->ran) {
     r->ran = true;
     recompute(f, *r);

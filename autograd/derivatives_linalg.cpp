@@ -1,6 +1,5 @@
 // Derivatives of matrix products, convolution and pooling. matmul and linear on N-d inputs are
 // composed from mm/bmm and views, so their gradients (and higher orders) follow from those rules.
-#include "autograd/accumulate_grad.h"
 #include "autograd/derivatives_util.h"
 
 namespace graft {
@@ -11,10 +10,12 @@ namespace {
 
 Tensor S(OpNode& n, size_t i) { return n.saved_tensor(i); }
 
-// The gradient of input i as the product l @ r; added straight into input i's .grad when it is a
-// leaf whose grad exists (see accumulate_directly), so no weight-sized temporary is allocated.
+// The gradient of input i as the product l @ r. The node it flows to may take it straight into a
+// leaf's .grad (AccumulateGrad::accumulate_directly decides), so no weight-sized temporary exists.
 Tensor product_grad(OpNode& n, size_t i, const Tensor& l, const Tensor& r) {
-  if (accumulate_directly(n.next_edges()[i], [&](Tensor& acc) { ops::mm_accumulate_(acc, l, r); })) return Tensor();
+  const Edge& e = n.next_edges()[i];
+  if (e.is_valid() && e.function->accumulate_directly([&](Tensor& acc) { ops::mm_accumulate_(acc, l, r); }))
+    return Tensor();
   return graft::mm(l, r);
 }
 

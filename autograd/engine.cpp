@@ -31,7 +31,7 @@ struct GraphTask {
   std::unordered_set<Node*> also_needed;           // see mark_node_needed
   std::vector<Node*> roots;
   variable_list captured;
-  std::map<const void*, std::shared_ptr<void>> slots;  // per-task state of graph features, freed with the task
+  std::map<const void*, std::unique_ptr<GraphTaskState>> slots;  // per-task state of graph features, freed with the task
   AutogradTls tls = capture_autograd_tls();
 };
 
@@ -75,7 +75,7 @@ void compute_exec_info(GraphTask& task, const std::vector<Edge>& roots, const st
     const Edge& e = outputs[i];
     if (!e.is_valid()) continue;
     ExecInfo& info = task.exec_info[e.function.get()];
-    bool is_leaf_sink = dynamic_cast<AccumulateGrad*>(e.function.get()) != nullptr;
+    bool is_leaf_sink = e.function->accumulated_leaf() != nullptr;
     if (accumulate_grad && is_leaf_sink) info.needed = true;
     else info.captures.emplace_back(e.input_nr, i);
   }
@@ -426,7 +426,7 @@ void backward(const std::vector<GradientEdge>& roots, const std::vector<Tensor>&
   std::vector<Edge> outs;
   for (size_t i = 0; i < inputs.size(); ++i) {
     outs.push_back(checked_edge(inputs[i], "backward", "input", i));
-    GRAFT_CHECK(dynamic_cast<AccumulateGrad*>(inputs[i].node.get()) != nullptr, "backward: input ", i,
+    GRAFT_CHECK(inputs[i].node->accumulated_leaf() != nullptr, "backward: input ", i,
                 " is a GradientEdge of ", inputs[i].node->name(), ", not of a leaf's AccumulateGrad; backward() "
                 "accumulates into leaves only (use grad() with this edge instead)");
   }
@@ -442,7 +442,7 @@ int64_t current_graph_task_id() { return t_current_task ? t_current_task->id : -
 
 GraphTask* current_graph_task() { return t_current_task; }
 
-std::shared_ptr<void>& graph_task_slot(GraphTask* task, const void* owner) { return task->slots[owner]; }
+std::unique_ptr<GraphTaskState>& graph_task_slot(GraphTask* task, const void* owner) { return task->slots[owner]; }
 
 bool will_engine_execute_node(const std::shared_ptr<Node>& node) {
   GraphTask* task = t_current_task;

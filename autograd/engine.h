@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <type_traits>
 #include <vector>
 
 #include "autograd/node.h"
@@ -71,7 +72,21 @@ void mark_node_needed(const std::shared_ptr<Node>& node);
 bool task_runs_without_capture(Node* sink);
 // The graph task running on this thread (null outside a backward); for graph features.
 GraphTask* current_graph_task();
-// A per-task slot for graph features (multi-grad hooks, checkpoint) keyed by an owner pointer.
-std::shared_ptr<void>& graph_task_slot(GraphTask* task, const void* owner);
+// Per-task state of a graph feature (multi-grad hooks, checkpoint), keyed by an owner pointer: it
+// lives exactly as long as the task, so nothing of one backward leaks into the next.
+struct GraphTaskState {
+  virtual ~GraphTaskState() = default;
+};
+std::unique_ptr<GraphTaskState>& graph_task_slot(GraphTask* task, const void* owner);
+// The owner's state of type T in `task`, made on first use. One owner keeps one type.
+template <class T>
+T& graph_task_state(GraphTask* task, const void* owner) {
+  static_assert(std::is_base_of_v<GraphTaskState, T>);
+  std::unique_ptr<GraphTaskState>& slot = graph_task_slot(task, owner);
+  if (!slot) slot = std::make_unique<T>();
+  T* state = dynamic_cast<T*>(slot.get());
+  GRAFT_CHECK(state != nullptr, "graph task: internal error: one owner's state has two types");
+  return *state;
+}
 
 }  // namespace graft::autograd

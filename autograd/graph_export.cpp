@@ -3,7 +3,6 @@
 #include <sstream>
 #include <unordered_map>
 
-#include "autograd/accumulate_grad.h"
 #include "autograd/autograd_meta.h"
 #include "autograd/saved_variable.h"
 
@@ -65,8 +64,8 @@ std::string to_dot(const std::vector<Tensor>& roots, const std::vector<std::pair
   for (size_t k = 0; k < order.size(); ++k) {  // order grows while walking: breadth first
     const Node* n = order[k];
     std::string label = n->name();
-    if (const auto* acc = dynamic_cast<const AccumulateGrad*>(n)) {
-      const Tensor& v = acc->variable();
+    if (const Tensor* leaf = n->accumulated_leaf()) {
+      const Tensor& v = *leaf;
       auto it = leaf_names.find(v.impl());
       label += "\\n" + (it != leaf_names.end() ? escape(it->second) + " " : std::string("leaf ")) +
                shape_str(v.sizes()) + " " + dtype_name(v.dtype());

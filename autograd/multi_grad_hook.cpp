@@ -31,7 +31,7 @@ struct Registration {
 };
 
 // The per-graph-task state, kept in the task's slot for this registration.
-struct TaskState {
+struct TaskState final : GraphTaskState {
   std::mutex mu;
   bool initialised = false, fired = false;
   size_t expected = 0, arrived = 0;
@@ -42,9 +42,7 @@ struct TaskState {
 void on_grad(const std::shared_ptr<Registration>& reg, size_t index, const Tensor& grad) {
   GraphTask* task = current_graph_task();
   if (!task) return;
-  std::shared_ptr<void>& slot = graph_task_slot(task, reg.get());
-  if (!slot) slot = std::make_shared<TaskState>();
-  auto* st = static_cast<TaskState*>(slot.get());
+  TaskState* st = &graph_task_state<TaskState>(task, reg.get());
   std::vector<Tensor> call;
   {
     std::lock_guard<std::mutex> lock(st->mu);

@@ -75,6 +75,17 @@ class Node : public std::enable_shared_from_this<Node> {
   virtual bool materialize_grads() const { return true; }
   // The tensors this node saved for backward, in order (graph export, debugging).
   virtual std::vector<const SavedVariable*> saved_variables() const { return {}; }
+  // The leaf this node accumulates into when it is a leaf's sink (AccumulateGrad); null for every
+  // other node. The engine asks this instead of testing node types: backward(inputs=) accepts only
+  // such edges, and accumulate=true runs them where grad() would capture.
+  virtual const Tensor* accumulated_leaf() const { return nullptr; }
+  // Direct accumulation (see accumulate_grad.h): a rule whose gradient for this node is a fresh
+  // product offers to write it into the destination itself. A sink that allows it calls add(dest)
+  // and returns true; the default, and any node that must see the gradient as a tensor, declines.
+  virtual bool accumulate_directly(const std::function<void(Tensor& dest)>& add) {
+    (void)add;
+    return false;
+  }
 
   const std::vector<Edge>& next_edges() const { return next_edges_; }
   std::vector<Edge>& mutable_next_edges() { return next_edges_; }

@@ -29,6 +29,23 @@ Tensor& Tensor::requires_grad_(bool r) {
 
 bool Tensor::is_leaf() const { return !grad_fn_of(*this); }
 
+void Tensor::set_data(const Tensor& new_data) const {
+  GRAFT_CHECK(defined() && new_data.defined(), "set_data: both tensors must be defined");
+  AutogradMeta* m = get_meta(*this);
+  GRAFT_CHECK(!m || (!m->grad_fn_ && !m->is_view_), "set_data: only a leaf that is not a view can take new data (",
+              describe(*this), " has history or is a view)");
+  GRAFT_CHECK(!(m && m->requires_grad_) || is_floating(new_data.dtype()), "set_data: a tensor that requires grad "
+              "cannot take data of dtype ", new_data.dtype(), " (", describe(*this), ")");
+  if (m) {
+    // The accumulator checks incoming gradients against the metadata it recorded: a new shape,
+    // dtype or device needs a new one (the next graph makes it).
+    std::shared_ptr<Node> acc = m->grad_accumulator_.lock();
+    if (acc && (sizes() != new_data.sizes() || dtype() != new_data.dtype() || device() != new_data.device()))
+      m->grad_accumulator_.reset();
+  }
+  impl()->shallow_copy_data_from(*new_data.impl());
+}
+
 Tensor Tensor::grad() const {
   AutogradMeta* m = get_meta(*this);
   if (!m) return Tensor();

@@ -126,11 +126,10 @@ void Module::replace_tensors(F&& convert) {
     if (!s->value.defined()) continue;
     Tensor moved = convert(s->value.detach());
     if (moved.is_alias_of(s->value) && moved.dtype() == s->value.dtype()) continue;
-    bool rg = s->value.requires_grad();
+    // set_data, not a new tensor: an optimizer (or anyone) holding the parameter keeps training it.
     Tensor g = s->value.grad();
-    moved.requires_grad_(rg);
-    if (g.defined()) moved.mutable_grad() = convert(g);
-    s->value = moved;
+    s->value.set_data(moved);
+    if (g.defined()) s->value.mutable_grad() = convert(g);
     changed = true;
   }
   for (auto& s : buffers_) {

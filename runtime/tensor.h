@@ -3,7 +3,7 @@
 //
 // Copying a Tensor shares the impl: `b = a` makes b the same tensor, not a view or a copy.
 // The accessors below read the impl directly. The math methods forward to the public functions
-// (autograd/functions.h), which record autograd history and then call the dispatcher; they are
+// (autograd/functional.h), which record autograd history and then call the dispatcher; they are
 // declared here so user code reads `x.matmul(w).relu()`, and defined in the layer that owns them.
 #include <any>
 #include <cstdint>
@@ -190,6 +190,12 @@ class Tensor {
   bool is_leaf() const;
   Tensor grad() const;
   Tensor& mutable_grad();
+  // libtorch's set_data (Python's `p.data = new`): this tensor takes new_data's storage, dtype,
+  // shape and strides, and keeps its identity and its autograd state (requires_grad, .grad, hooks).
+  // Everyone holding this tensor (an optimizer, a module's members) sees the new data. The version
+  // counter is the new storage's; a leaf's gradient accumulator is dropped when the metadata a
+  // gradient is checked against (shape, dtype, device) changed. Not on non-leaves or views.
+  void set_data(const Tensor& new_data) const;
   void retain_grad();
   bool retains_grad() const;
   std::shared_ptr<autograd::Node> grad_fn() const;

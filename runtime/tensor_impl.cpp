@@ -21,6 +21,12 @@ void TensorImpl::set_sizes_and_strides(Shape sizes, Shape strides, int64_t offse
   refresh();
 }
 
+void TensorImpl::shallow_copy_data_from(const TensorImpl& other) {
+  storage_ = other.storage_;
+  dtype_ = other.dtype_;
+  set_sizes_and_strides(other.sizes_, other.strides_, other.offset_);
+}
+
 void TensorImpl::refresh() {
   numel_ = shape_numel(sizes_);
   is_contiguous_ = is_contiguous_layout(sizes_, strides_);

@@ -49,6 +49,9 @@ class TensorImpl {
   void bump_version() { storage_->bump_version(); }
 
   void set_sizes_and_strides(Shape sizes, Shape strides, int64_t offset);
+  // Points this impl at other's memory and layout (storage, dtype, sizes, strides, offset) and
+  // keeps its own autograd meta: the runtime half of Tensor::set_data.
+  void shallow_copy_data_from(const TensorImpl& other);
 
   AutogradMetaInterface* autograd_meta() const { return autograd_meta_.get(); }
   void set_autograd_meta(std::unique_ptr<AutogradMetaInterface> m) { autograd_meta_ = std::move(m); }

@@ -180,6 +180,54 @@ TEST_CASE("to(Device) and to(DType) keep parameters as leaves and update the han
   }
 }
 
+TEST_CASE("Module::to keeps parameter identity: an optimizer built before to() keeps training the model") {
+  auto lin = std::make_shared<nn::Linear>(3, 2);
+  Tensor w_before = lin->weight;
+  optim::SGD opt(lin->parameters(), 0.5);
+  (lin->forward(ones({1, 3})).sum()).backward();  // a grad and a (since freed) accumulator exist
+  lin->to(kFloat64);
+  // The same tensor (libtorch's set_data), now float64, with its grad converted along.
+  CHECK(lin->weight.is_same(w_before));
+  CHECK(w_before.dtype() == kFloat64);
+  CHECK(opt.parameters()[0].is_same(lin->weight));
+  CHECK(opt.parameters()[0].dtype() == kFloat64);
+  CHECK(lin->weight.grad().dtype() == kFloat64);
+  CHECK(lin->weight.is_leaf());
+  CHECK(lin->weight.requires_grad());
+  opt.zero_grad();
+  Tensor before = lin->weight.detach().clone();
+  (lin->forward(ones({1, 3}, dtype(kFloat64))).sum()).backward();
+  REQUIRE(lin->weight.grad().defined());
+  CHECK(lin->weight.grad().dtype() == kFloat64);
+  opt.step();
+  // The step moved the model's own weight: d(sum)/dw is 1 everywhere, so w -= 0.5.
+  CHECK((lin->weight.detach() - (before - 0.5)).abs().max().item<double>() < 1e-12);
+  if (cuda_is_available()) {
+    lin->to(kCUDA);
+    CHECK(opt.parameters()[0].is_cuda());
+    CHECK(opt.parameters()[0].is_same(lin->weight));
+  }
+}
+
+TEST_CASE("Tensor::set_data swaps the data and keeps identity and autograd state") {
+  Tensor p = ones({2}).requires_grad_();
+  Tensor alias = p;
+  (p * 3).sum().backward();
+  p.set_data(full({3}, 2.0, dtype(kFloat64)));
+  CHECK(alias.sizes() == Shape{3});
+  CHECK(alias.dtype() == kFloat64);
+  CHECK(alias.requires_grad());
+  CHECK(alias.grad().defined());  // kept as is, like libtorch
+  // A new graph builds a new accumulator for the new metadata.
+  alias.mutable_grad() = Tensor();
+  (p * p).sum().backward();
+  CHECK((p.grad() - 4.0).abs().max().item<double>() < 1e-12);
+  // Non-leaves and integer data for a tensor that requires grad are refused.
+  Tensor y = p * 2;
+  CHECK_THROWS_WITH(y.set_data(ones({3})), Catch::Contains("set_data: only a leaf"));
+  CHECK_THROWS_WITH(p.set_data(ones({3}, dtype(kInt64))), Catch::Contains("cannot take data of dtype"));
+}
+
 TEST_CASE("Module::zero_grad sets grads to none or zeroes them") {
   Net net;
   net.forward(ones({2, 4})).sum().backward();

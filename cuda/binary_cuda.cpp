@@ -1,5 +1,5 @@
-// Binary and ternary elementwise ops on CUDA: the CPU kernels' type promotion, checks and error
-// messages (ops/binary.cpp), with the math in cuda/kernels/binary.cu.
+// Binary and ternary elementwise ops on CUDA: checks, type promotion and drivers from the shared
+// plan (ops/binary_plan.h), as on the CPU; the math is in cuda/kernels/binary.cu.
 #include <initializer_list>
 #include <optional>
 #include <string>
@@ -7,6 +7,7 @@
 #include "cuda/cuda_context.h"
 #include "cuda/elementwise_cuda.h"
 #include "cuda/kernels/binary.h"
+#include "ops/binary_plan.h"
 #include "ops/kernel_utils.h"
 #include "ops/tensor_iterator.h"
 #include "runtime/dispatcher.h"
@@ -14,45 +15,34 @@
 namespace graft::cuda {
 namespace {
 
-using kernels::check_defined;
-using kernels::floating_result;
-using kernels::result_type;
+using kernels::add_dtype;
+using kernels::sub_dtype;
+using kernels::promote_dtype;
+using kernels::div_dtype;
+using kernels::scalar_dtype;
+using kernels::sub_scalar_dtype;
+using kernels::div_scalar_dtype;
+using kernels::pow_dtype;
+using kernels::compare_dtype;
+using kernels::compare_scalar_dtype;
+using kernels::where_dtype;
+using kernels::check_masked_fill;
+using kernels::clamp_dtype;
+using kernels::addcmul_dtype;
+using kernels::addcdiv_dtype;
+using kernels::check_lerp;
 
-// A new tensor of dtype r = op(inputs), every input read as r. `launch(geometry, stream)` runs the
-// kernel once the operands are in place.
+// The shared drivers (binary_plan.h); `launch(geometry, stream)` runs the kernel on the plan.
 template <class L>
 Tensor arith(const char* op, DType r, std::initializer_list<Tensor> inputs, const L& launch) {
   DeviceGuard guard(inputs.begin()->device().index);
-  CudaIter it(op);
-  for (const Tensor& t : inputs) it.add_input(t, r);
-  it.build(r);
-  launch(it.geometry(), current_stream());
-  return it.output();
+  return kernels::elementwise_new(op, r, inputs, [&](kernels::TensorIterator& it) { launch(geometry_of(it), current_stream()); });
 }
-
-// self = op(inputs) (inputs start with self), computed in the promoted dtype r.
 template <class L>
 Tensor arith_(const char* op, const Tensor& self, DType r, std::initializer_list<Tensor> inputs, const L& launch) {
-  kernels::check_inplace_cast(op, r, self);
   DeviceGuard guard(self.device().index);
-  if (r == self.dtype()) {
-    CudaIter it(op);
-    it.add_output(self);
-    for (const Tensor& t : inputs) it.add_input(t, r);
-    it.build();
-    launch(it.geometry(), current_stream());
-    return self;
-  }
-  // A wider result (float32 self, float64 other): compute in it and round once into self, as PyTorch.
-  kernels::check_no_internal_overlap(op, self);
-  CudaIter it(op);
-  for (const Tensor& t : inputs) it.add_input(t, r);
-  it.build(r);
-  GRAFT_CHECK(it.output().sizes() == self.sizes(), op, ": output with shape ", shape_str(self.sizes()),
-              " doesn't match the broadcast shape ", shape_str(it.output().sizes()));
-  launch(it.geometry(), current_stream());
-  copy_on_device(self, it.output());
-  return self;
+  return kernels::elementwise_inplace(op, self, r, inputs,
+                                      [&](kernels::TensorIterator& it) { launch(geometry_of(it), current_stream()); });
 }
 
 auto binary(BinaryOp code, DType r, ScalarArg param = {}) {
@@ -65,173 +55,114 @@ auto ternary(TernaryOp code, DType r, const Scalar& v) {
   return [=](const ElementwiseGeometry& g, cudaStream_t s) { launch_ternary(code, r, g, to_scalar_arg(v), s); };
 }
 
-// ---- argument checks (the CPU's) ----
-
-void check_alpha(const char* op, DType r, Scalar alpha) {
-  GRAFT_CHECK(!alpha.is_bool() || r == kBool, op, ": boolean alpha only supported for boolean results (result ", r,
-              ", alpha ", alpha, ")");
-  GRAFT_CHECK(is_floating(r) || alpha.is_integral(), op,
-              ": for integral input tensors, argument alpha must not be a floating point number (result ", r,
-              ", alpha ", alpha, ")");
-}
-
-void check_sub(const char* op, const Tensor& a, bool other_is_bool, const std::string& other) {
-  GRAFT_CHECK(!(a.dtype() == kBool && other_is_bool), op,
-              ": subtraction, the `-` operator, with two bool tensors is not supported. Use the `^` or "
-              "`logical_xor()` operator instead (got ",
-              describe(a), " and ", other, ")");
-  GRAFT_CHECK(a.dtype() != kBool && !other_is_bool, op,
-              ": subtraction, the `-` operator, with a bool tensor is not supported. If you are trying to invert a "
-              "mask, use the `~` or `logical_not()` operator instead (got ",
-              describe(a), " and ", other, ")");
-}
-
-std::string scalar_str(Scalar s) { return detail::str_cat("scalar ", s); }
-
-void check_defined2(const Tensor& a, const Tensor& b, const char* op) {
-  check_defined(a, op, "self");
-  check_defined(b, op, "other");
-}
-
 // ---- arithmetic ----
 
-DType add_result(const char* op, const Tensor& a, const Tensor& b, Scalar alpha) {
-  check_defined2(a, b, op);
-  DType r = result_type(a.dtype(), b.dtype());
-  check_alpha(op, r, alpha);
-  return r;
-}
-
 Tensor add_cuda(const Tensor& a, const Tensor& b, Scalar alpha) {
-  DType r = add_result("add", a, b, alpha);
+  DType r = add_dtype("add", a, b, alpha);
   return arith("add", r, {a, b}, binary(BinaryOp::Add, r, to_scalar_arg(alpha)));
 }
-Tensor add__cuda(const Tensor& a, const Tensor& b, Scalar alpha) {
-  DType r = add_result("add_", a, b, alpha);
+Tensor add_inplace_cuda(const Tensor& a, const Tensor& b, Scalar alpha) {
+  DType r = add_dtype("add_", a, b, alpha);
   return arith_("add_", a, r, {a, b}, binary(BinaryOp::Add, r, to_scalar_arg(alpha)));
 }
 Tensor sub_cuda(const Tensor& a, const Tensor& b, Scalar alpha) {
-  DType r = add_result("sub", a, b, alpha);
-  check_sub("sub", a, b.dtype() == kBool, describe(b));
+  DType r = sub_dtype("sub", a, b, alpha);
   return arith("sub", r, {a, b}, binary(BinaryOp::Sub, r, to_scalar_arg(alpha)));
 }
-Tensor sub__cuda(const Tensor& a, const Tensor& b, Scalar alpha) {
-  DType r = add_result("sub_", a, b, alpha);
-  check_sub("sub_", a, b.dtype() == kBool, describe(b));
+Tensor sub_inplace_cuda(const Tensor& a, const Tensor& b, Scalar alpha) {
+  DType r = sub_dtype("sub_", a, b, alpha);
   return arith_("sub_", a, r, {a, b}, binary(BinaryOp::Sub, r, to_scalar_arg(alpha)));
 }
 Tensor mul_cuda(const Tensor& a, const Tensor& b) {
-  check_defined2(a, b, "mul");
-  DType r = result_type(a.dtype(), b.dtype());
+  DType r = promote_dtype("mul", a, b);
   return arith("mul", r, {a, b}, binary(BinaryOp::Mul, r));
 }
-Tensor mul__cuda(const Tensor& a, const Tensor& b) {
-  check_defined2(a, b, "mul_");
-  DType r = result_type(a.dtype(), b.dtype());
+Tensor mul_inplace_cuda(const Tensor& a, const Tensor& b) {
+  DType r = promote_dtype("mul_", a, b);
   return arith_("mul_", a, r, {a, b}, binary(BinaryOp::Mul, r));
 }
 Tensor div_cuda(const Tensor& a, const Tensor& b) {
-  check_defined2(a, b, "div");
-  DType r = floating_result(result_type(a.dtype(), b.dtype()));
+  DType r = div_dtype("div", a, b);
   return arith("div", r, {a, b}, binary(BinaryOp::Div, r));
 }
-Tensor div__cuda(const Tensor& a, const Tensor& b) {
-  check_defined2(a, b, "div_");
-  DType r = floating_result(result_type(a.dtype(), b.dtype()));
+Tensor div_inplace_cuda(const Tensor& a, const Tensor& b) {
+  DType r = div_dtype("div_", a, b);
   return arith_("div_", a, r, {a, b}, binary(BinaryOp::Div, r));
 }
 
 Tensor add_scalar_cuda(const Tensor& a, Scalar b) {
-  check_defined(a, "add", "self");
-  DType r = result_type(a.dtype(), b);
+  DType r = scalar_dtype("add", a, b);
   return arith("add", r, {a}, scalar_op(ScalarOp::Add, r, b));
 }
-Tensor add__scalar_cuda(const Tensor& a, Scalar b) {
-  check_defined(a, "add_", "self");
-  DType r = result_type(a.dtype(), b);
+Tensor add_inplace_scalar_cuda(const Tensor& a, Scalar b) {
+  DType r = scalar_dtype("add_", a, b);
   return arith_("add_", a, r, {a}, scalar_op(ScalarOp::Add, r, b));
 }
 Tensor sub_scalar_cuda(const Tensor& a, Scalar b) {
-  check_defined(a, "sub", "self");
-  check_sub("sub", a, b.is_bool(), scalar_str(b));
-  DType r = result_type(a.dtype(), b);
+  DType r = sub_scalar_dtype("sub", a, b);
   return arith("sub", r, {a}, scalar_op(ScalarOp::Sub, r, b));
 }
-Tensor sub__scalar_cuda(const Tensor& a, Scalar b) {
-  check_defined(a, "sub_", "self");
-  check_sub("sub_", a, b.is_bool(), scalar_str(b));
-  DType r = result_type(a.dtype(), b);
+Tensor sub_inplace_scalar_cuda(const Tensor& a, Scalar b) {
+  DType r = sub_scalar_dtype("sub_", a, b);
   return arith_("sub_", a, r, {a}, scalar_op(ScalarOp::Sub, r, b));
 }
 Tensor rsub_cuda(const Tensor& a, Scalar b) {
-  check_defined(a, "rsub", "self");
-  check_sub("rsub", a, b.is_bool(), scalar_str(b));
-  DType r = result_type(a.dtype(), b);
+  DType r = sub_scalar_dtype("rsub", a, b);
   return arith("rsub", r, {a}, scalar_op(ScalarOp::Rsub, r, b));
 }
 Tensor mul_scalar_cuda(const Tensor& a, Scalar b) {
-  check_defined(a, "mul", "self");
-  DType r = result_type(a.dtype(), b);
+  DType r = scalar_dtype("mul", a, b);
   return arith("mul", r, {a}, scalar_op(ScalarOp::Mul, r, b));
 }
-Tensor mul__scalar_cuda(const Tensor& a, Scalar b) {
-  check_defined(a, "mul_", "self");
-  DType r = result_type(a.dtype(), b);
+Tensor mul_inplace_scalar_cuda(const Tensor& a, Scalar b) {
+  DType r = scalar_dtype("mul_", a, b);
   return arith_("mul_", a, r, {a}, scalar_op(ScalarOp::Mul, r, b));
 }
 Tensor div_scalar_cuda(const Tensor& a, Scalar b) {
-  check_defined(a, "div", "self");
-  DType r = floating_result(result_type(a.dtype(), b));
+  DType r = div_scalar_dtype("div", a, b);
   return arith("div", r, {a}, scalar_op(ScalarOp::Div, r, b));
 }
-Tensor div__scalar_cuda(const Tensor& a, Scalar b) {
-  check_defined(a, "div_", "self");
-  DType r = floating_result(result_type(a.dtype(), b));
+Tensor div_inplace_scalar_cuda(const Tensor& a, Scalar b) {
+  DType r = div_scalar_dtype("div_", a, b);
   return arith_("div_", a, r, {a}, scalar_op(ScalarOp::Div, r, b));
 }
 Tensor rdiv_cuda(const Tensor& a, Scalar b) {
-  check_defined(a, "rdiv", "self");
-  DType r = floating_result(result_type(a.dtype(), b));
+  DType r = div_scalar_dtype("rdiv", a, b);
   return arith("rdiv", r, {a}, scalar_op(ScalarOp::Rdiv, r, b));
 }
 
 Tensor pow_cuda(const Tensor& a, const Tensor& b) {
-  check_defined2(a, b, "pow");
-  DType r = result_type(a.dtype(), b.dtype());
+  DType r = promote_dtype("pow", a, b);
   GRAFT_CHECK(r != kBool, "pow: not implemented for bool tensors (got ", describe(a), " and ", describe(b), ")");
   return arith("pow", r, {a, b}, binary(BinaryOp::Pow, r));
 }
 
 Tensor maximum_cuda(const Tensor& a, const Tensor& b) {
-  check_defined2(a, b, "maximum");
-  DType r = result_type(a.dtype(), b.dtype());
+  DType r = promote_dtype("maximum", a, b);
   return arith("maximum", r, {a, b}, binary(BinaryOp::Maximum, r));
 }
 Tensor minimum_cuda(const Tensor& a, const Tensor& b) {
-  check_defined2(a, b, "minimum");
-  DType r = result_type(a.dtype(), b.dtype());
+  DType r = promote_dtype("minimum", a, b);
   return arith("minimum", r, {a, b}, binary(BinaryOp::Minimum, r));
 }
 
 // ---- comparisons and logical ops: bool results, compared in the promoted dtype ----
 
 Tensor compare(const char* op, BinaryOp code, const Tensor& a, const Tensor& b) {
-  check_defined2(a, b, op);
-  DType c = result_type(a.dtype(), b.dtype());
+  DType c = compare_dtype(op, a, b);
   DeviceGuard guard(a.device().index);
-  CudaIter it(op);
+  kernels::TensorIterator it(op);
   it.add_input(a, c).add_input(b, c).build(kBool);
-  launch_binary(code, c, it.geometry(), {}, current_stream());
+  launch_binary(code, c, geometry_of(it), {}, current_stream());
   return it.output();
 }
 
 Tensor compare_scalar(const char* op, ScalarOp code, const Tensor& a, Scalar s) {
-  check_defined(a, op, "self");
-  DType c = result_type(a.dtype(), s);
+  DType c = compare_scalar_dtype(op, a, s);
   DeviceGuard guard(a.device().index);
-  CudaIter it(op);
+  kernels::TensorIterator it(op);
   it.add_input(a, c).build(kBool);
-  launch_scalar_op(code, c, it.geometry(), to_scalar_arg(s), {}, current_stream());
+  launch_scalar_op(code, c, geometry_of(it), to_scalar_arg(s), {}, current_stream());
   return it.output();
 }
 
@@ -252,38 +183,24 @@ Tensor logical_or_cuda(const Tensor& a, const Tensor& b) { return compare("logic
 // ---- selection ----
 
 Tensor where_cuda(const Tensor& cond, const Tensor& a, const Tensor& b) {
-  check_defined(cond, "where", "condition");
-  check_defined2(a, b, "where");
-  GRAFT_CHECK(cond.dtype() == kBool, "where: expected condition to be a boolean tensor, but got ", describe(cond));
-  DType r = result_type(a.dtype(), b.dtype());
+  DType r = where_dtype(cond, a, b);
   DeviceGuard guard(cond.device().index);
-  CudaIter it("where");
+  kernels::TensorIterator it("where");
   it.add_input(cond).add_input(a, r).add_input(b, r).build(r);
-  launch_ternary(TernaryOp::Where, r, it.geometry(), {}, current_stream());
+  launch_ternary(TernaryOp::Where, r, geometry_of(it), {}, current_stream());
   return it.output();
 }
 
 Tensor masked_fill_cuda(const Tensor& x, const Tensor& mask, Scalar value) {
-  check_defined(x, "masked_fill", "self");
-  check_defined(mask, "masked_fill", "mask");
-  GRAFT_CHECK(mask.dtype() == kBool, "masked_fill: only supports boolean masks, but got mask ", describe(mask));
+  check_masked_fill(x, mask);
   DeviceGuard guard(x.device().index);
-  CudaIter it("masked_fill");
+  kernels::TensorIterator it("masked_fill");
   it.add_input(x).add_input(mask).build(x.dtype());
-  launch_ternary(TernaryOp::MaskedFill, x.dtype(), it.geometry(), to_scalar_arg(value), current_stream());
+  launch_ternary(TernaryOp::MaskedFill, x.dtype(), geometry_of(it), to_scalar_arg(value), current_stream());
   return it.output();
 }
 
 // ---- clamp ----
-
-DType clamp_result(const char* op, const Tensor& x, const std::optional<Scalar>& lo, const std::optional<Scalar>& hi) {
-  check_defined(x, op, "self");
-  GRAFT_CHECK(lo || hi, op, ": at least one of 'min' or 'max' must not be None (self ", describe(x), ")");
-  DType r = x.dtype();
-  if (lo) r = result_type(r, *lo);
-  if (hi) r = result_type(r, *hi);
-  return r;
-}
 
 auto clamp_launch(DType r, std::optional<Scalar> lo, std::optional<Scalar> hi) {
   return [=](const ElementwiseGeometry& g, cudaStream_t s) {
@@ -294,49 +211,28 @@ auto clamp_launch(DType r, std::optional<Scalar> lo, std::optional<Scalar> hi) {
 }
 
 Tensor clamp_cuda(const Tensor& x, std::optional<Scalar> lo, std::optional<Scalar> hi) {
-  DType r = clamp_result("clamp", x, lo, hi);
+  DType r = clamp_dtype("clamp", x, lo, hi);
   return arith("clamp", r, {x}, clamp_launch(r, lo, hi));
 }
-Tensor clamp__cuda(const Tensor& x, std::optional<Scalar> lo, std::optional<Scalar> hi) {
-  DType r = clamp_result("clamp_", x, lo, hi);
+Tensor clamp_inplace_cuda(const Tensor& x, std::optional<Scalar> lo, std::optional<Scalar> hi) {
+  DType r = clamp_dtype("clamp_", x, lo, hi);
   return arith_("clamp_", x, r, {x}, clamp_launch(r, lo, hi));
 }
 
 // ---- optimizer updates ----
 
-DType addc_result(const char* op, const Tensor& self, const Tensor& a, const Tensor& b, Scalar value) {
-  check_defined(self, op, "self");
-  check_defined(a, op, "tensor1");
-  check_defined(b, op, "tensor2");
-  DType r = result_type(result_type(self.dtype(), a.dtype()), b.dtype());
-  GRAFT_CHECK(r != kBool, op, ": not implemented for bool tensors (got ", describe(self), ", ", describe(a), " and ",
-              describe(b), ")");
-  GRAFT_CHECK(is_floating(r) || value.is_integral(), op,
-              ": for integral input tensors, argument value must not be a floating point number (value ", value,
-              ", result ", r, ")");
-  return r;
-}
-
-Tensor addcmul__cuda(const Tensor& self, const Tensor& a, const Tensor& b, Scalar value) {
-  DType r = addc_result("addcmul_", self, a, b, value);
+Tensor addcmul_inplace_cuda(const Tensor& self, const Tensor& a, const Tensor& b, Scalar value) {
+  DType r = addcmul_dtype(self, a, b, value);
   return arith_("addcmul_", self, r, {self, a, b}, ternary(TernaryOp::Addcmul, r, value));
 }
 
-Tensor addcdiv__cuda(const Tensor& self, const Tensor& a, const Tensor& b, Scalar value) {
-  check_defined(a, "addcdiv_", "tensor1");
-  check_defined(b, "addcdiv_", "tensor2");
-  GRAFT_CHECK(!is_integral(a.dtype()) || !is_integral(b.dtype()), "addcdiv_: integer division with addcdiv is not ",
-              "supported; use a floating point tensor1 or tensor2 (got ", describe(a), " and ", describe(b), ")");
-  DType r = addc_result("addcdiv_", self, a, b, value);
+Tensor addcdiv_inplace_cuda(const Tensor& self, const Tensor& a, const Tensor& b, Scalar value) {
+  DType r = addcdiv_dtype(self, a, b, value);
   return arith_("addcdiv_", self, r, {self, a, b}, ternary(TernaryOp::Addcdiv, r, value));
 }
 
-Tensor lerp__cuda(const Tensor& self, const Tensor& end, Scalar weight) {
-  check_defined(self, "lerp_", "self");
-  check_defined(end, "lerp_", "end");
-  kernels::check_floating(self, "lerp_");
-  GRAFT_CHECK(end.dtype() == self.dtype(), "lerp_: expected dtype ", self.dtype(), " for `end` but got ",
-              describe(end), " (self ", describe(self), ")");
+Tensor lerp_inplace_cuda(const Tensor& self, const Tensor& end, Scalar weight) {
+  check_lerp(self, end);
   return arith_("lerp_", self, self.dtype(), {self, end}, binary(BinaryOp::Lerp, self.dtype(), to_scalar_arg(weight)));
 }
 
@@ -372,17 +268,17 @@ GRAFT_KERNEL("logical_or", CUDA, logical_or_cuda);
 GRAFT_KERNEL("where.self", CUDA, where_cuda);
 GRAFT_KERNEL("clamp", CUDA, clamp_cuda);
 GRAFT_KERNEL("masked_fill.Scalar", CUDA, masked_fill_cuda);
-GRAFT_KERNEL("add_.Tensor", CUDA, add__cuda);
-GRAFT_KERNEL("add_.Scalar", CUDA, add__scalar_cuda);
-GRAFT_KERNEL("sub_.Tensor", CUDA, sub__cuda);
-GRAFT_KERNEL("sub_.Scalar", CUDA, sub__scalar_cuda);
-GRAFT_KERNEL("mul_.Tensor", CUDA, mul__cuda);
-GRAFT_KERNEL("mul_.Scalar", CUDA, mul__scalar_cuda);
-GRAFT_KERNEL("div_.Tensor", CUDA, div__cuda);
-GRAFT_KERNEL("div_.Scalar", CUDA, div__scalar_cuda);
-GRAFT_KERNEL("clamp_", CUDA, clamp__cuda);
-GRAFT_KERNEL("addcmul_", CUDA, addcmul__cuda);
-GRAFT_KERNEL("addcdiv_", CUDA, addcdiv__cuda);
-GRAFT_KERNEL("lerp_.Scalar", CUDA, lerp__cuda);
+GRAFT_KERNEL("add_.Tensor", CUDA, add_inplace_cuda);
+GRAFT_KERNEL("add_.Scalar", CUDA, add_inplace_scalar_cuda);
+GRAFT_KERNEL("sub_.Tensor", CUDA, sub_inplace_cuda);
+GRAFT_KERNEL("sub_.Scalar", CUDA, sub_inplace_scalar_cuda);
+GRAFT_KERNEL("mul_.Tensor", CUDA, mul_inplace_cuda);
+GRAFT_KERNEL("mul_.Scalar", CUDA, mul_inplace_scalar_cuda);
+GRAFT_KERNEL("div_.Tensor", CUDA, div_inplace_cuda);
+GRAFT_KERNEL("div_.Scalar", CUDA, div_inplace_scalar_cuda);
+GRAFT_KERNEL("clamp_", CUDA, clamp_inplace_cuda);
+GRAFT_KERNEL("addcmul_", CUDA, addcmul_inplace_cuda);
+GRAFT_KERNEL("addcdiv_", CUDA, addcdiv_inplace_cuda);
+GRAFT_KERNEL("lerp_.Scalar", CUDA, lerp_inplace_cuda);
 
 }  // namespace graft::cuda

@@ -150,22 +150,12 @@ void conv_backward_weight(const ConvParams& p, const T* gy, const T* x, T* gw, D
 
 Tensor conv2d_cuda(const Tensor& input, const Tensor& weight, const Tensor& bias, const Shape& stride,
                    const Shape& padding, const Shape& dilation, int64_t groups) {
-  check_conv_tensor(input, "conv2d", "input");
-  check_conv_tensor(weight, "conv2d", "weight");
-  GRAFT_CHECK(input.dtype() == weight.dtype(), "conv2d: input ", describe(input), " and weight ", describe(weight),
-              " must have the same dtype");
-  ConvParams p = conv_params("conv2d", input.sizes(), weight.sizes(), stride, padding, dilation, groups);
-  if (bias.defined()) {
-    GRAFT_CHECK(bias.dtype() == input.dtype(), "conv2d: expected bias of dtype ", input.dtype(), ", got ",
-                describe(bias));
-    GRAFT_CHECK(bias.dim() == 1 && bias.size(0) == p.O, "conv2d: expected bias of shape [", p.O, "] (weight ",
-                shape_str(weight.sizes()), "), got ", shape_str(bias.sizes()));
-  }
+  ConvParams p = plan_conv2d(input, weight, bias, stride, padding, dilation, groups);
   Tensor out = new_tensor(p.output_sizes(), input.dtype(), input.device());
   if (p.N == 0) return out;
   cuda::DeviceGuard guard(input.device().index);
   cudaStream_t stream = cuda::current_stream();
-  Tensor x = ops::contiguous(input), w = ops::contiguous(weight);
+  Tensor x = kernels::contiguous_as(input), w = kernels::contiguous_as(weight);
   dispatch_floating(input.dtype(), "conv2d", [&]<class T>() {
     conv_forward<T>(p, static_cast<const T*>(x.data_ptr()), static_cast<const T*>(w.data_ptr()), bias,
                     static_cast<T*>(out.data_ptr()), out.device(), stream);
@@ -176,17 +166,12 @@ Tensor conv2d_cuda(const Tensor& input, const Tensor& weight, const Tensor& bias
 Tensor conv2d_backward_input_cuda(const Tensor& grad_out, const Shape& input_sizes, const Tensor& weight,
                                   const Shape& stride, const Shape& padding, const Shape& dilation, int64_t groups) {
   const char* op = "conv2d_backward_input";
-  check_conv_tensor(grad_out, op, "grad_out");
-  check_conv_tensor(weight, op, "weight");
-  GRAFT_CHECK(grad_out.dtype() == weight.dtype(), op, ": grad_out ", describe(grad_out), " and weight ",
-              describe(weight), " must have the same dtype");
-  ConvParams p = conv_params(op, input_sizes, weight.sizes(), stride, padding, dilation, groups);
-  check_grad_out(grad_out, p, op);
+  ConvParams p = plan_conv2d_backward_input(grad_out, input_sizes, weight, stride, padding, dilation, groups);
   Tensor gx = new_tensor(p.input_sizes(), grad_out.dtype(), grad_out.device());
   if (gx.numel() == 0) return gx;
   cuda::DeviceGuard guard(grad_out.device().index);
   cudaStream_t stream = cuda::current_stream();
-  Tensor gy = ops::contiguous(grad_out), w = ops::contiguous(weight);
+  Tensor gy = kernels::contiguous_as(grad_out), w = kernels::contiguous_as(weight);
   dispatch_floating(gy.dtype(), op, [&]<class T>() {
     conv_backward_input<T>(p, static_cast<const T*>(gy.data_ptr()), static_cast<const T*>(w.data_ptr()),
                            static_cast<T*>(gx.data_ptr()), gx.device(), stream);
@@ -197,12 +182,7 @@ Tensor conv2d_backward_input_cuda(const Tensor& grad_out, const Shape& input_siz
 Tensor conv2d_backward_weight_cuda(const Tensor& grad_out, const Tensor& input, const Shape& weight_sizes,
                                    const Shape& stride, const Shape& padding, const Shape& dilation, int64_t groups) {
   const char* op = "conv2d_backward_weight";
-  check_conv_tensor(grad_out, op, "grad_out");
-  check_conv_tensor(input, op, "input");
-  GRAFT_CHECK(grad_out.dtype() == input.dtype(), op, ": grad_out ", describe(grad_out), " and input ",
-              describe(input), " must have the same dtype");
-  ConvParams p = conv_params(op, input.sizes(), weight_sizes, stride, padding, dilation, groups);
-  check_grad_out(grad_out, p, op);
+  ConvParams p = plan_conv2d_backward_weight(grad_out, input, weight_sizes, stride, padding, dilation, groups);
   Tensor gw = new_tensor(p.weight_sizes(), input.dtype(), input.device());
   cuda::DeviceGuard guard(input.device().index);
   cudaStream_t stream = cuda::current_stream();
@@ -210,7 +190,7 @@ Tensor conv2d_backward_weight_cuda(const Tensor& grad_out, const Tensor& input, 
     if (gw.numel() > 0) GRAFT_CUDA_CHECK(cudaMemsetAsync(gw.data_ptr(), 0, gw.nbytes(), stream));
     return gw;
   }
-  Tensor gy = ops::contiguous(grad_out), x = ops::contiguous(input);
+  Tensor gy = kernels::contiguous_as(grad_out), x = kernels::contiguous_as(input);
   dispatch_floating(x.dtype(), op, [&]<class T>() {
     conv_backward_weight<T>(p, static_cast<const T*>(gy.data_ptr()), static_cast<const T*>(x.data_ptr()),
                             static_cast<T*>(gw.data_ptr()), gw.device(), stream);

@@ -132,9 +132,9 @@ Tensor fill_cuda(const Tensor& self, Scalar value) {
   kernels::check_no_internal_overlap(self, "fill_");
   if (self.numel() == 0) return self;
   DeviceGuard guard(self.device().index);
-  CudaIter it("fill_");
+  kernels::TensorIterator it("fill_");
   it.add_output(self).build();
-  launch_fill(self.dtype(), it.geometry(), to_scalar_arg(value), current_stream());
+  launch_fill(self.dtype(), geometry_of(it), to_scalar_arg(value), current_stream());
   return self;
 }
 

@@ -10,9 +10,6 @@
 namespace graft::cuda {
 namespace {
 
-// A trivial kernel so the build proves that device code compiles and links for sm_90.
-__global__ void probe_kernel(int* out) { *out = 42; }
-
 class CudaHooks final : public DeviceBackendHooks {
  public:
   bool is_available() const override { return device_count() > 0; }
@@ -46,16 +43,5 @@ struct Register {
 } g_register;
 
 }  // namespace
-
-// Runs the probe kernel; used by `graft info` to prove the device works end to end.
-int run_probe_kernel() {
-  int* d = nullptr;
-  int h = 0;
-  if (cudaMalloc(&d, sizeof(int)) != cudaSuccess) return -1;
-  probe_kernel<<<1, 1>>>(d);
-  cudaMemcpy(&h, d, sizeof(int), cudaMemcpyDeviceToHost);
-  cudaFree(d);
-  return h;
-}
 
 }  // namespace graft::cuda

@@ -26,9 +26,9 @@ Tensor full_cuda(const Shape& sizes, Scalar value, DType dtype, Device device) {
   DeviceGuard guard(device.index);
   Tensor t = kernels::new_tensor(sizes, dtype, device);
   if (t.numel() == 0) return t;
-  CudaIter it("full");
+  kernels::TensorIterator it("full");
   it.add_output(t).build();
-  launch_fill(dtype, it.geometry(), to_scalar_arg(value), current_stream());
+  launch_fill(dtype, geometry_of(it), to_scalar_arg(value), current_stream());
   return t;
 }
 

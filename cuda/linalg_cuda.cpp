@@ -30,7 +30,7 @@ namespace {
 void materialize(MatOperand& op) {
   Tensor view(std::make_shared<TensorImpl>(op.t.impl()->storage(), op.t.dtype(), op.sizes, op.strides,
                                            op.t.storage_offset()));
-  op.t = ops::contiguous(view);
+  op.t = kernels::contiguous_as(view);
   op.strides = op.t.strides();
 }
 
@@ -187,7 +187,7 @@ void matmul_core(MatOperand a, MatOperand b, const Shape& out_sizes, const Tenso
 
 // ---- kernels: the shared half (ops/matmul_plan.h) over the cuBLAS core ----
 
-Tensor contiguous_on_device(const Tensor& t) { return ops::contiguous(t); }
+Tensor contiguous_on_device(const Tensor& t) { return kernels::contiguous_as(t); }
 const MatmulBackend kCudaMatmul{matmul_core, contiguous_on_device};
 
 Tensor mm_cuda(const Tensor& a, const Tensor& b) { return mm_with(kCudaMatmul, a, b); }

@@ -11,9 +11,11 @@
 #include <limits>
 
 #include "cuda/cuda_context.h"
+#include "cuda/elementwise_cuda.h"
 #include "cuda/kernels/reduce.h"
 #include "cuda/reduce_helpers.h"
 #include "ops/kernel_utils.h"
+#include "ops/reduce_plan.h"
 #include "runtime/dispatcher.h"
 
 namespace graft::cuda {
@@ -23,78 +25,12 @@ using kernels::check_defined;
 using kernels::new_tensor;
 namespace rh = reduce_helpers;
 
-// ---- layout (as ops/reduce.cpp) ----
+// ---- layout: ops/reduce_plan.h ----
 
-struct ReducePlan {
-  std::vector<char> reduced;  // per input dim
-  Shape out_sizes;
-  int64_t n_out = 1;
-  int64_t len = 1;
-};
-
-// dims empty = every dim. Negative dims wrap; a dim named twice is an error (as PyTorch).
-ReducePlan plan_reduction(const Tensor& x, const Shape& dims, bool keepdim, const char* op) {
-  int64_t nd = x.dim();
-  ReducePlan p;
-  p.reduced.assign(static_cast<size_t>(nd), dims.empty() ? 1 : 0);
-  for (int64_t d : dims) {
-    int64_t w = wrap_dim(d, nd, op);
-    if (nd == 0) continue;  // dim 0 / -1 of a 0-d tensor names the scalar itself
-    GRAFT_CHECK(!p.reduced[w], op, ": dim ", w, " appears multiple times in the list of dims ", shape_str(dims));
-    p.reduced[w] = 1;
-  }
-  for (int64_t i = 0; i < nd; ++i) {
-    int64_t s = x.size(i);
-    if (p.reduced[i]) {
-      p.len *= s;
-      if (keepdim) p.out_sizes.push_back(1);
-    } else {
-      p.n_out *= s;
-      p.out_sizes.push_back(s);
-    }
-  }
-  return p;
-}
-
-// Ops with no identity (max, argmax, ...) cannot reduce an empty dim.
-void check_nonempty_reduction(const Tensor& x, const ReducePlan& p, const char* op) {
-  if (p.len != 0) return;
-  for (int64_t i = 0; i < x.dim(); ++i)
-    GRAFT_CHECK(!(p.reduced[i] && x.size(i) == 0), op, ": expected reduction dim ", i,
-                " to have non-zero size (input ", describe(x), ")");
-}
-
-// x's dims reordered: kept dims first, then the reduced dims.
-void kept_then_reduced(const Tensor& x, const ReducePlan& p, Shape& sizes, Shape& strides) {
-  for (int pass = 0; pass < 2; ++pass)
-    for (int64_t i = 0; i < x.dim(); ++i) {
-      if (static_cast<bool>(p.reduced[i]) != (pass == 1)) continue;
-      sizes.push_back(x.size(i));
-      strides.push_back(x.stride(i));
-    }
-}
-
-// sizes/strides of x's dims in this order: kept dims before the first reduced dim, reduced dims,
-// the other kept dims. With no kept dim after a reduced one this is [n_out, len].
-void blocked_order(const Tensor& x, const ReducePlan& p, Shape& sizes, Shape& strides, int64_t& outer,
-                   int64_t& inner) {
-  int64_t nd = x.dim(), first = nd;
-  for (int64_t i = 0; i < nd; ++i)
-    if (p.reduced[i]) {
-      first = i;
-      break;
-    }
-  outer = inner = 1;
-  for (int pass = 0; pass < 3; ++pass)
-    for (int64_t i = 0; i < nd; ++i) {
-      bool take = pass == 0 ? !p.reduced[i] && i < first : pass == 1 ? p.reduced[i] : !p.reduced[i] && i > first;
-      if (!take) continue;
-      sizes.push_back(x.size(i));
-      strides.push_back(x.stride(i));
-      if (pass == 0) outer *= x.size(i);
-      if (pass == 2) inner *= x.size(i);
-    }
-}
+using kernels::ReduceLayout;
+using kernels::plan_reduction;
+using kernels::check_nonempty_reduction;
+using kernels::blocked_order;
 
 // What the launchers read: x itself, or a contiguous rows copy of x in `dtype` (kept alive here
 // until the launch is queued).
@@ -103,12 +39,12 @@ struct ReduceInput {
   ReduceShape shape;
 };
 
-ReduceInput reduce_input(const Tensor& x, const ReducePlan& p, DType dtype) {
+ReduceInput reduce_input(const Tensor& x, const ReduceLayout& p, DType dtype) {
   ReduceInput in;
   in.shape.n_out = p.n_out;
   in.shape.len = p.len;
   Shape rs, rst;
-  kept_then_reduced(x, p, rs, rst);
+  kernels::reordered(x, p, /*reduced_first=*/false, rs, rst);
   if (x.dtype() == dtype) {
     if (is_contiguous_layout(rs, rst)) {
       in.data = x;
@@ -126,13 +62,13 @@ ReduceInput reduce_input(const Tensor& x, const ReducePlan& p, DType dtype) {
     }
   }
   in.data = new_tensor(rs, dtype, x.device());
-  rh::copy_strided(in.data, rh::make_view(x, rs, rst, x.storage_offset()));
+  rh::copy_strided(in.data, raw_view(x, rs, rst, x.storage_offset()));
   return in;
 }
 
 // Runs launch(x_ptr, shape, scratch_ptr) for the reduction p of x read as `dtype`.
 template <class Launch>
-void run(const Tensor& x, const ReducePlan& p, DType dtype, const Launch& launch) {
+void run(const Tensor& x, const ReduceLayout& p, DType dtype, const Launch& launch) {
   if (p.n_out == 0) return;
   ReduceInput in = reduce_input(x, p, dtype);
   Tensor scratch = rh::scratch(reduce_scratch_bytes(in.shape), x.device());
@@ -142,7 +78,7 @@ void run(const Tensor& x, const ReducePlan& p, DType dtype, const Launch& launch
 // ---- sum / mean ----
 
 Tensor sum_impl(const Tensor& x, const Shape& dims, bool keepdim, DType out_dtype, bool mean, const char* op) {
-  ReducePlan p = plan_reduction(x, dims, keepdim, op);
+  ReduceLayout p = plan_reduction(x, dims, keepdim, op);
   DeviceGuard guard(x.device().index);
   Tensor out = new_tensor(p.out_sizes, out_dtype, x.device());
   run(x, p, x.dtype(), [&](const void* data, const ReduceShape& s, void* scratch) {
@@ -152,15 +88,11 @@ Tensor sum_impl(const Tensor& x, const Shape& dims, bool keepdim, DType out_dtyp
 }
 
 Tensor sum_cuda(const Tensor& x, const Shape& dims, bool keepdim, std::optional<DType> dtype) {
-  check_defined(x, "sum", "self");
-  DType out = dtype.value_or(is_floating(x.dtype()) ? x.dtype() : kInt64);
-  return sum_impl(x, dims, keepdim, out, false, "sum");
+  return sum_impl(x, dims, keepdim, kernels::sum_dtype(x, dtype), false, "sum");
 }
 
 Tensor mean_cuda(const Tensor& x, const Shape& dims, bool keepdim) {
-  check_defined(x, "mean", "self");
-  GRAFT_CHECK(is_floating(x.dtype()), "mean: expected a floating point input, got ", describe(x),
-              " (cast integer tensors to a floating dtype first, as in PyTorch)");
+  kernels::check_mean(x);
   return sum_impl(x, dims, keepdim, x.dtype(), true, "mean");
 }
 
@@ -168,7 +100,7 @@ Tensor mean_cuda(const Tensor& x, const Shape& dims, bool keepdim) {
 
 Tensor extremum_impl(const Tensor& x, const Shape& dims, bool keepdim, bool is_max, const char* op) {
   check_defined(x, op, "self");
-  ReducePlan p = plan_reduction(x, dims, keepdim, op);
+  ReduceLayout p = plan_reduction(x, dims, keepdim, op);
   check_nonempty_reduction(x, p, op);
   DeviceGuard guard(x.device().index);
   Tensor out = new_tensor(p.out_sizes, x.dtype(), x.device());
@@ -181,7 +113,7 @@ Tensor extremum_impl(const Tensor& x, const Shape& dims, bool keepdim, bool is_m
 std::vector<Tensor> arg_impl(const Tensor& x, const Shape& dims, bool keepdim, bool with_values, bool is_max,
                              const char* op) {
   check_defined(x, op, "self");
-  ReducePlan p = plan_reduction(x, dims, keepdim, op);
+  ReduceLayout p = plan_reduction(x, dims, keepdim, op);
   check_nonempty_reduction(x, p, op);
   DeviceGuard guard(x.device().index);
   Tensor values = with_values ? new_tensor(p.out_sizes, x.dtype(), x.device()) : Tensor();
@@ -235,7 +167,7 @@ Tensor var_impl(const Tensor& x, const Shape& dims, int64_t correction, bool kee
                 const char* op) {
   check_defined(x, op, "self");
   GRAFT_CHECK(is_floating(x.dtype()), op, ": expected a floating point input, got ", describe(x));
-  ReducePlan p = plan_reduction(x, dims, keepdim, op);
+  ReduceLayout p = plan_reduction(x, dims, keepdim, op);
   DeviceGuard guard(x.device().index);
   Tensor out = new_tensor(p.out_sizes, x.dtype(), x.device());
   run(x, p, x.dtype(), [&](const void* data, const ReduceShape& s, void* scratch) {
@@ -263,7 +195,7 @@ Tensor norm_cuda(const Tensor& x, double p, const Shape& dims, bool keepdim) {
                   : p == -std::numeric_limits<double>::infinity() ? NormKind::NegInf
                                                                   : NormKind::General;
   GRAFT_CHECK(!std::isnan(p), "norm: p must not be NaN");
-  ReducePlan lay = plan_reduction(x, dims, keepdim, "norm");
+  ReduceLayout lay = plan_reduction(x, dims, keepdim, "norm");
   if (kind == NormKind::Inf || kind == NormKind::NegInf) {
     GRAFT_CHECK(lay.len > 0, "norm: cannot compute the ", p, " norm of an empty reduction (input ", describe(x),
                 "): it has no identity");
@@ -282,7 +214,7 @@ Tensor norm_cuda(const Tensor& x, double p, const Shape& dims, bool keepdim) {
 Tensor logsumexp_cuda(const Tensor& x, const Shape& dims, bool keepdim) {
   check_defined(x, "logsumexp", "self");
   DType dt = is_floating(x.dtype()) ? x.dtype() : kFloat32;
-  ReducePlan p = plan_reduction(x, dims, keepdim, "logsumexp");
+  ReduceLayout p = plan_reduction(x, dims, keepdim, "logsumexp");
   DeviceGuard guard(x.device().index);
   Tensor out = new_tensor(p.out_sizes, dt, x.device());
   run(x, p, dt, [&](const void* data, const ReduceShape& s, void* scratch) {

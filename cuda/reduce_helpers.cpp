@@ -16,11 +16,6 @@ namespace graft::cuda {
 
 namespace reduce_helpers {
 
-Tensor make_view(const Tensor& t, Shape sizes, Shape strides, int64_t offset) {
-  return Tensor(std::make_shared<TensorImpl>(t.impl()->storage(), t.dtype(), std::move(sizes), std::move(strides),
-                                             offset));
-}
-
 void copy_strided(const Tensor& dst, const Tensor& src) {
   GRAFT_CHECK(dst.sizes() == src.sizes(), "internal error: copy_strided between shapes ", shape_str(dst.sizes()),
               " and ", shape_str(src.sizes()));
@@ -56,13 +51,6 @@ void copy_strided(const Tensor& dst, const Tensor& src) {
     g.dst_strides[i] = ds[g.ndim - 1 - i];
   }
   launch_strided_copy(src.data_ptr(), src.dtype(), dst.data_ptr(), dst.dtype(), g, stream);
-}
-
-Tensor contiguous_as(const Tensor& t, DType dtype) {
-  if (t.is_contiguous() && t.dtype() == dtype) return t;
-  Tensor out = kernels::new_tensor(t.sizes(), dtype, t.device());
-  copy_strided(out, t);
-  return out;
 }
 
 void fill_dense(const Tensor& t, double value) {

@@ -1,8 +1,9 @@
 #pragma once
 // Host-side helpers shared by the reduce area's glue (cuda/reduce_cuda.cpp, softmax_loss_cuda.cpp,
-// layer_norm_cuda.cpp, index_cuda.cpp, join_cuda.cpp): device copies and fills that go through no
-// dispatcher (so kernels never bump versions or meet dispatch modes), scratch buffers, and index
-// validation whose failures become graft::Error instead of device asserts.
+// layer_norm_cuda.cpp, index_cuda.cpp, join_cuda.cpp): a strided device copy and fills that go
+// through no dispatcher (so kernels never bump versions or meet dispatch modes), scratch buffers,
+// and index validation whose failures become graft::Error instead of device asserts. Views and
+// contiguous copies are the shared ones: raw_view (elementwise_cuda.h), kernels::contiguous_as.
 // Callers hold a DeviceGuard for the tensors' device; everything runs on current_stream().
 #include <cstdint>
 #include <optional>
@@ -11,14 +12,9 @@
 
 namespace graft::cuda::reduce_helpers {
 
-// t's storage seen with other sizes/strides/offset: no dispatch, no copy.
-Tensor make_view(const Tensor& t, Shape sizes, Shape strides, int64_t offset);
 // dst = cast(src) element by element over equal sizes; dst is written through its strides (it
 // must not overlap src or itself).
 void copy_strided(const Tensor& dst, const Tensor& src);
-// t itself when already contiguous in `dtype`, else a contiguous device copy.
-Tensor contiguous_as(const Tensor& t, DType dtype);
-inline Tensor contiguous_as(const Tensor& t) { return contiguous_as(t, t.dtype()); }
 // Every element of the contiguous t set to value (converted as Scalar(double).to<T>()).
 void fill_dense(const Tensor& t, double value);
 void zero_dense(const Tensor& t);

@@ -7,6 +7,7 @@
 #include "cuda/kernels/unary.h"
 #include "ops/kernel_utils.h"
 #include "ops/tensor_iterator.h"
+#include "ops/unary_plan.h"
 #include "runtime/dispatcher.h"
 
 namespace graft::cuda {
@@ -18,62 +19,45 @@ using kernels::result_type;
 
 // y = f(x) in floating point: integers and bool give float32.
 Tensor floating_unary(const char* op, UnaryOp code, const Tensor& x, ScalarArg param = {}) {
-  check_defined(x, op, "self");
-  DType r = floating_result(x.dtype());
   DeviceGuard guard(x.device().index);
-  CudaIter it(op);
-  it.add_input(x, r).build(r);
-  launch_unary(code, r, it.geometry(), param, current_stream());
+  kernels::TensorIterator it(op);
+  DType r = kernels::build_floating_unary(it, x);
+  launch_unary(code, r, geometry_of(it), param, current_stream());
   return it.output();
 }
 
 // x = f(x): only floating tensors can hold a floating result.
 Tensor floating_unary_(const char* op, UnaryOp code, const Tensor& x) {
-  check_defined(x, op, "self");
-  kernels::check_inplace_cast(op, floating_result(x.dtype()), x);
   DeviceGuard guard(x.device().index);
-  CudaIter it(op);
-  it.add_output(x).add_input(x).build();
-  launch_unary(code, x.dtype(), it.geometry(), {}, current_stream());
+  kernels::TensorIterator it(op);
+  DType r = kernels::build_floating_unary_inplace(it, x);
+  launch_unary(code, r, geometry_of(it), {}, current_stream());
   return x;
 }
 
 // y = f(x) keeping the dtype; into `out` when given (the in-place forms pass x).
 Tensor same_dtype_unary(const char* op, UnaryOp code, const Tensor& x, const Tensor& out) {
   DeviceGuard guard(x.device().index);
-  CudaIter it(op);
-  if (out.defined()) it.add_output(out).add_input(x).build();
-  else it.add_input(x).build(x.dtype());
-  launch_unary(code, x.dtype(), it.geometry(), {}, current_stream());
+  kernels::TensorIterator it(op);
+  kernels::build_same_dtype_unary(it, x, out);
+  launch_unary(code, x.dtype(), geometry_of(it), {}, current_stream());
   return it.output();
 }
 
-void check_not_bool(const Tensor& x, const char* op, const char* hint) {
-  GRAFT_CHECK(x.dtype() != kBool, op, ": ", hint, " (got ", describe(x), ")");
-}
-
-constexpr const char* kNegBoolHint =
-    "negation, the `-` operator, on a bool tensor is not supported. If you are trying to invert a mask, use the "
-    "`~` or `logical_not()` operator instead";
-
 Tensor neg_cuda(const Tensor& x) {
-  check_defined(x, "neg", "self");
-  check_not_bool(x, "neg", kNegBoolHint);
+  kernels::check_neg(x, "neg");
   return same_dtype_unary("neg", UnaryOp::Neg, x, Tensor());
 }
-Tensor neg__cuda(const Tensor& x) {
-  check_defined(x, "neg_", "self");
-  check_not_bool(x, "neg_", kNegBoolHint);
+Tensor neg_inplace_cuda(const Tensor& x) {
+  kernels::check_neg(x, "neg_");
   return same_dtype_unary("neg_", UnaryOp::Neg, x, x);
 }
 Tensor relu_cuda(const Tensor& x) {
-  check_defined(x, "relu", "self");
-  check_not_bool(x, "relu", "not implemented for bool tensors");
+  kernels::check_relu(x, "relu");
   return same_dtype_unary("relu", UnaryOp::Relu, x, Tensor());
 }
-Tensor relu__cuda(const Tensor& x) {
-  check_defined(x, "relu_", "self");
-  check_not_bool(x, "relu_", "not implemented for bool tensors");
+Tensor relu_inplace_cuda(const Tensor& x) {
+  kernels::check_relu(x, "relu_");
   return same_dtype_unary("relu_", UnaryOp::Relu, x, x);
 }
 Tensor abs_cuda(const Tensor& x) {
@@ -97,16 +81,16 @@ Tensor log1p_cuda(const Tensor& x) { return floating_unary("log1p", UnaryOp::Log
 Tensor expm1_cuda(const Tensor& x) { return floating_unary("expm1", UnaryOp::Expm1, x); }
 Tensor erf_cuda(const Tensor& x) { return floating_unary("erf", UnaryOp::Erf, x); }
 Tensor reciprocal_cuda(const Tensor& x) { return floating_unary("reciprocal", UnaryOp::Reciprocal, x); }
-Tensor sin__cuda(const Tensor& x) { return floating_unary_("sin_", UnaryOp::Sin, x); }
-Tensor exp__cuda(const Tensor& x) { return floating_unary_("exp_", UnaryOp::Exp, x); }
-Tensor sqrt__cuda(const Tensor& x) { return floating_unary_("sqrt_", UnaryOp::Sqrt, x); }
+Tensor sin_inplace_cuda(const Tensor& x) { return floating_unary_("sin_", UnaryOp::Sin, x); }
+Tensor exp_inplace_cuda(const Tensor& x) { return floating_unary_("exp_", UnaryOp::Exp, x); }
+Tensor sqrt_inplace_cuda(const Tensor& x) { return floating_unary_("sqrt_", UnaryOp::Sqrt, x); }
 
 Tensor logical_not_cuda(const Tensor& x) {
   check_defined(x, "logical_not", "self");
   DeviceGuard guard(x.device().index);
-  CudaIter it("logical_not");
+  kernels::TensorIterator it("logical_not");
   it.add_input(x).build(kBool);
-  launch_unary(UnaryOp::LogicalNot, x.dtype(), it.geometry(), {}, current_stream());
+  launch_unary(UnaryOp::LogicalNot, x.dtype(), geometry_of(it), {}, current_stream());
   return it.output();
 }
 
@@ -148,9 +132,9 @@ Tensor pow_scalar_cuda(const Tensor& x, Scalar exponent) {
                        : UnaryOp::PowScalar;
   }
   DeviceGuard guard(x.device().index);
-  CudaIter it("pow");
+  kernels::TensorIterator it("pow");
   it.add_input(x, r).build(r);
-  launch_unary(code, r, it.geometry(), p, current_stream());
+  launch_unary(code, r, geometry_of(it), p, current_stream());
   return it.output();
 }
 
@@ -163,9 +147,9 @@ Tensor grad_binary(const char* op, GradOp code, bool need_floating, const Tensor
   GRAFT_CHECK(!need_floating || is_floating(r), op, ": expected floating point tensors, got ", describe(grad),
               " and ", describe(x));
   DeviceGuard guard(x.device().index);
-  CudaIter it(op);
+  kernels::TensorIterator it(op);
   it.add_input(grad, r).add_input(x, r).build(r);
-  launch_grad(code, r, it.geometry(), param, current_stream());
+  launch_grad(code, r, geometry_of(it), param, current_stream());
   return it.output();
 }
 
@@ -208,11 +192,11 @@ GRAFT_KERNEL("reciprocal", CUDA, reciprocal_cuda);
 GRAFT_KERNEL("gelu", CUDA, gelu_cuda);
 GRAFT_KERNEL("pow.Tensor_Scalar", CUDA, pow_scalar_cuda);
 GRAFT_KERNEL("logical_not", CUDA, logical_not_cuda);
-GRAFT_KERNEL("sin_", CUDA, sin__cuda);
-GRAFT_KERNEL("exp_", CUDA, exp__cuda);
-GRAFT_KERNEL("relu_", CUDA, relu__cuda);
-GRAFT_KERNEL("neg_", CUDA, neg__cuda);
-GRAFT_KERNEL("sqrt_", CUDA, sqrt__cuda);
+GRAFT_KERNEL("sin_", CUDA, sin_inplace_cuda);
+GRAFT_KERNEL("exp_", CUDA, exp_inplace_cuda);
+GRAFT_KERNEL("relu_", CUDA, relu_inplace_cuda);
+GRAFT_KERNEL("neg_", CUDA, neg_inplace_cuda);
+GRAFT_KERNEL("sqrt_", CUDA, sqrt_inplace_cuda);
 GRAFT_KERNEL("threshold_backward", CUDA, threshold_backward_cuda);
 GRAFT_KERNEL("gelu_backward", CUDA, gelu_backward_cuda);
 GRAFT_KERNEL("sigmoid_backward", CUDA, sigmoid_backward_cuda);

@@ -1,16 +1,14 @@
 // Elementwise binary and ternary ops on CPU: arithmetic, comparisons, logical ops, where, clamp,
 // masked_fill and the in-place updates optimizers use (add_, addcmul_, addcdiv_, lerp_).
 //
-// Type promotion is PyTorch's: tensor-tensor takes the higher dtype (bool < int64 < float32 <
-// float64); a Scalar only matters when it is of a higher category (see result_type in
-// tensor_iterator.h). True division of integers gives float32. In-place ops compute in the
-// promoted type and need it castable to self ("result type Float can't be cast to the desired
-// output type Long"); the broadcast shape must be self's shape.
+// Checks, type promotion and the iterator drivers are the shared plan's (ops/binary_plan.h); this
+// file is the CPU's arithmetic.
 #include <cmath>
 #include <initializer_list>
 #include <optional>
 #include <type_traits>
 
+#include "ops/binary_plan.h"
 #include "ops/kernel_utils.h"
 #include "ops/ops.h"
 #include "ops/tensor_iterator.h"
@@ -28,66 +26,14 @@ void run_typed(DType t, const char* op, TensorIterator& it, const Body& body) {
   dispatch_dtype(t, op, [&]<class T>() { body.template operator()<T>(it); });
 }
 
-// A new tensor of dtype r = body(inputs), every input read as r.
+// The shared drivers (binary_plan.h) with the CPU's typed loop.
 template <class Body>
 Tensor arith(const char* op, DType r, std::initializer_list<Tensor> inputs, const Body& body) {
-  TensorIterator it(op);
-  for (const Tensor& t : inputs) it.add_input(t, r);
-  it.build(r);
-  run_typed(r, op, it, body);
-  return it.output();
+  return elementwise_new(op, r, inputs, [&](TensorIterator& it) { run_typed(r, op, it, body); });
 }
-
-// self = body(inputs) (inputs usually start with self), computed in the promoted dtype r.
 template <class Body>
 Tensor arith_(const char* op, const Tensor& self, DType r, std::initializer_list<Tensor> inputs, const Body& body) {
-  check_inplace_cast(op, r, self);
-  if (r == self.dtype()) {
-    TensorIterator it(op);
-    it.add_output(self);
-    for (const Tensor& t : inputs) it.add_input(t, r);
-    it.build();
-    run_typed(r, op, it, body);
-    return self;
-  }
-  // A wider result (float32 self, float64 other): compute in it and round once into self, as PyTorch.
-  check_no_internal_overlap(op, self);
-  TensorIterator it(op);
-  for (const Tensor& t : inputs) it.add_input(t, r);
-  it.build(r);
-  GRAFT_CHECK(it.output().sizes() == self.sizes(), op, ": output with shape ", shape_str(self.sizes()),
-              " doesn't match the broadcast shape ", shape_str(it.output().sizes()));
-  run_typed(r, op, it, body);
-  strided_copy(self, it.output(), it.output().strides());
-  return self;
-}
-
-// ---- argument checks ----
-
-void check_alpha(const char* op, DType r, Scalar alpha) {
-  GRAFT_CHECK(!alpha.is_bool() || r == kBool, op, ": boolean alpha only supported for boolean results (result ", r,
-              ", alpha ", alpha, ")");
-  GRAFT_CHECK(is_floating(r) || alpha.is_integral(), op,
-              ": for integral input tensors, argument alpha must not be a floating point number (result ", r,
-              ", alpha ", alpha, ")");
-}
-
-void check_sub(const char* op, const Tensor& a, bool other_is_bool, const std::string& other) {
-  GRAFT_CHECK(!(a.dtype() == kBool && other_is_bool), op,
-              ": subtraction, the `-` operator, with two bool tensors is not supported. Use the `^` or "
-              "`logical_xor()` operator instead (got ",
-              describe(a), " and ", other, ")");
-  GRAFT_CHECK(a.dtype() != kBool && !other_is_bool, op,
-              ": subtraction, the `-` operator, with a bool tensor is not supported. If you are trying to invert a "
-              "mask, use the `~` or `logical_not()` operator instead (got ",
-              describe(a), " and ", other, ")");
-}
-
-std::string scalar_str(Scalar s) { return detail::str_cat("scalar ", s); }
-
-void check_defined2(const Tensor& a, const Tensor& b, const char* op) {
-  check_defined(a, op, "self");
-  check_defined(b, op, "other");
+  return elementwise_inplace(op, self, r, inputs, [&](TensorIterator& it) { run_typed(r, op, it, body); });
 }
 
 // ---- elementwise functions ----
@@ -191,88 +137,62 @@ auto div_scalar_body(Scalar s) {
 
 // ---- arithmetic ----
 
-DType add_result(const char* op, const Tensor& a, const Tensor& b, Scalar alpha) {
-  check_defined2(a, b, op);
-  DType r = result_type(a.dtype(), b.dtype());
-  check_alpha(op, r, alpha);
-  return r;
-}
-
 Tensor add_cpu(const Tensor& a, const Tensor& b, Scalar alpha) {
-  return arith("add", add_result("add", a, b, alpha), {a, b}, add_body(alpha));
+  return arith("add", add_dtype("add", a, b, alpha), {a, b}, add_body(alpha));
 }
-Tensor add__cpu(const Tensor& a, const Tensor& b, Scalar alpha) {
-  return arith_("add_", a, add_result("add_", a, b, alpha), {a, b}, add_body(alpha));
+Tensor add_inplace_cpu(const Tensor& a, const Tensor& b, Scalar alpha) {
+  return arith_("add_", a, add_dtype("add_", a, b, alpha), {a, b}, add_body(alpha));
 }
 Tensor sub_cpu(const Tensor& a, const Tensor& b, Scalar alpha) {
-  DType r = add_result("sub", a, b, alpha);
-  check_sub("sub", a, b.dtype() == kBool, describe(b));
+  DType r = sub_dtype("sub", a, b, alpha);
   return arith("sub", r, {a, b}, sub_body(alpha));
 }
-Tensor sub__cpu(const Tensor& a, const Tensor& b, Scalar alpha) {
-  DType r = add_result("sub_", a, b, alpha);
-  check_sub("sub_", a, b.dtype() == kBool, describe(b));
+Tensor sub_inplace_cpu(const Tensor& a, const Tensor& b, Scalar alpha) {
+  DType r = sub_dtype("sub_", a, b, alpha);
   return arith_("sub_", a, r, {a, b}, sub_body(alpha));
 }
 Tensor mul_cpu(const Tensor& a, const Tensor& b) {
-  check_defined2(a, b, "mul");
-  return arith("mul", result_type(a.dtype(), b.dtype()), {a, b}, mul_body());
+  return arith("mul", promote_dtype("mul", a, b), {a, b}, mul_body());
 }
-Tensor mul__cpu(const Tensor& a, const Tensor& b) {
-  check_defined2(a, b, "mul_");
-  return arith_("mul_", a, result_type(a.dtype(), b.dtype()), {a, b}, mul_body());
+Tensor mul_inplace_cpu(const Tensor& a, const Tensor& b) {
+  return arith_("mul_", a, promote_dtype("mul_", a, b), {a, b}, mul_body());
 }
 Tensor div_cpu(const Tensor& a, const Tensor& b) {
-  check_defined2(a, b, "div");
-  return arith("div", floating_result(result_type(a.dtype(), b.dtype())), {a, b}, div_body());
+  return arith("div", div_dtype("div", a, b), {a, b}, div_body());
 }
-Tensor div__cpu(const Tensor& a, const Tensor& b) {
-  check_defined2(a, b, "div_");
-  return arith_("div_", a, floating_result(result_type(a.dtype(), b.dtype())), {a, b}, div_body());
+Tensor div_inplace_cpu(const Tensor& a, const Tensor& b) {
+  return arith_("div_", a, div_dtype("div_", a, b), {a, b}, div_body());
 }
 
 Tensor add_scalar_cpu(const Tensor& a, Scalar b) {
-  check_defined(a, "add", "self");
-  return arith("add", result_type(a.dtype(), b), {a}, add_scalar_body(b));
+  return arith("add", scalar_dtype("add", a, b), {a}, add_scalar_body(b));
 }
-Tensor add__scalar_cpu(const Tensor& a, Scalar b) {
-  check_defined(a, "add_", "self");
-  return arith_("add_", a, result_type(a.dtype(), b), {a}, add_scalar_body(b));
+Tensor add_inplace_scalar_cpu(const Tensor& a, Scalar b) {
+  return arith_("add_", a, scalar_dtype("add_", a, b), {a}, add_scalar_body(b));
 }
 Tensor sub_scalar_cpu(const Tensor& a, Scalar b) {
-  check_defined(a, "sub", "self");
-  check_sub("sub", a, b.is_bool(), scalar_str(b));
-  return arith("sub", result_type(a.dtype(), b), {a}, sub_scalar_body(b));
+  return arith("sub", sub_scalar_dtype("sub", a, b), {a}, sub_scalar_body(b));
 }
-Tensor sub__scalar_cpu(const Tensor& a, Scalar b) {
-  check_defined(a, "sub_", "self");
-  check_sub("sub_", a, b.is_bool(), scalar_str(b));
-  return arith_("sub_", a, result_type(a.dtype(), b), {a}, sub_scalar_body(b));
+Tensor sub_inplace_scalar_cpu(const Tensor& a, Scalar b) {
+  return arith_("sub_", a, sub_scalar_dtype("sub_", a, b), {a}, sub_scalar_body(b));
 }
 Tensor rsub_cpu(const Tensor& a, Scalar b) {
-  check_defined(a, "rsub", "self");
-  check_sub("rsub", a, b.is_bool(), scalar_str(b));
-  return arith("rsub", result_type(a.dtype(), b), {a}, scalar_body(b, [](auto x, auto v) { return v - x; }));
+  return arith("rsub", sub_scalar_dtype("rsub", a, b), {a}, scalar_body(b, [](auto x, auto v) { return v - x; }));
 }
 Tensor mul_scalar_cpu(const Tensor& a, Scalar b) {
-  check_defined(a, "mul", "self");
-  return arith("mul", result_type(a.dtype(), b), {a}, mul_scalar_body(b));
+  return arith("mul", scalar_dtype("mul", a, b), {a}, mul_scalar_body(b));
 }
-Tensor mul__scalar_cpu(const Tensor& a, Scalar b) {
-  check_defined(a, "mul_", "self");
-  return arith_("mul_", a, result_type(a.dtype(), b), {a}, mul_scalar_body(b));
+Tensor mul_inplace_scalar_cpu(const Tensor& a, Scalar b) {
+  return arith_("mul_", a, scalar_dtype("mul_", a, b), {a}, mul_scalar_body(b));
 }
 Tensor div_scalar_cpu(const Tensor& a, Scalar b) {
-  check_defined(a, "div", "self");
-  return arith("div", floating_result(result_type(a.dtype(), b)), {a}, div_scalar_body(b));
+  return arith("div", div_scalar_dtype("div", a, b), {a}, div_scalar_body(b));
 }
-Tensor div__scalar_cpu(const Tensor& a, Scalar b) {
-  check_defined(a, "div_", "self");
-  return arith_("div_", a, floating_result(result_type(a.dtype(), b)), {a}, div_scalar_body(b));
+Tensor div_inplace_scalar_cpu(const Tensor& a, Scalar b) {
+  return arith_("div_", a, div_scalar_dtype("div_", a, b), {a}, div_scalar_body(b));
 }
 Tensor rdiv_cpu(const Tensor& a, Scalar b) {
-  check_defined(a, "rdiv", "self");
-  return arith("rdiv", floating_result(result_type(a.dtype(), b)), {a}, [b]<class T>(TensorIterator& it) {
+  return arith("rdiv", div_scalar_dtype("rdiv", a, b), {a}, [b]<class T>(TensorIterator& it) {
     if constexpr (std::is_floating_point_v<T>) {
       T v = b.to<T>();
       it.for_each(elementwise_loop<T, T>([v](T x) { return v / x; }));
@@ -281,8 +201,7 @@ Tensor rdiv_cpu(const Tensor& a, Scalar b) {
 }
 
 Tensor pow_cpu(const Tensor& a, const Tensor& b) {
-  check_defined2(a, b, "pow");
-  DType r = result_type(a.dtype(), b.dtype());
+  DType r = promote_dtype("pow", a, b);
   GRAFT_CHECK(r != kBool, "pow: not implemented for bool tensors (got ", describe(a), " and ", describe(b), ")");
   return arith("pow", r, {a, b}, []<class T>(TensorIterator& it) {
     if constexpr (std::is_floating_point_v<T>)
@@ -293,14 +212,12 @@ Tensor pow_cpu(const Tensor& a, const Tensor& b) {
 }
 
 Tensor maximum_cpu(const Tensor& a, const Tensor& b) {
-  check_defined2(a, b, "maximum");
-  return arith("maximum", result_type(a.dtype(), b.dtype()), {a, b}, []<class T>(TensorIterator& it) {
+  return arith("maximum", promote_dtype("maximum", a, b), {a, b}, []<class T>(TensorIterator& it) {
     it.for_each(elementwise_loop<T, T, T>([](T x, T y) { return max_nan(x, y); }));
   });
 }
 Tensor minimum_cpu(const Tensor& a, const Tensor& b) {
-  check_defined2(a, b, "minimum");
-  return arith("minimum", result_type(a.dtype(), b.dtype()), {a, b}, []<class T>(TensorIterator& it) {
+  return arith("minimum", promote_dtype("minimum", a, b), {a, b}, []<class T>(TensorIterator& it) {
     it.for_each(elementwise_loop<T, T, T>([](T x, T y) { return min_nan(x, y); }));
   });
 }
@@ -309,8 +226,7 @@ Tensor minimum_cpu(const Tensor& a, const Tensor& b) {
 
 template <class Cmp>
 Tensor compare(const char* op, const Tensor& a, const Tensor& b, Cmp cmp) {
-  check_defined2(a, b, op);
-  DType c = result_type(a.dtype(), b.dtype());
+  DType c = compare_dtype(op, a, b);
   TensorIterator it(op);
   it.add_input(a, c).add_input(b, c).build(kBool);
   dispatch_dtype(c, op, [&]<class T>() {
@@ -321,8 +237,7 @@ Tensor compare(const char* op, const Tensor& a, const Tensor& b, Cmp cmp) {
 
 template <class Cmp>
 Tensor compare_scalar(const char* op, const Tensor& a, Scalar s, Cmp cmp) {
-  check_defined(a, op, "self");
-  DType c = result_type(a.dtype(), s);
+  DType c = compare_scalar_dtype(op, a, s);
   TensorIterator it(op);
   it.add_input(a, c).build(kBool);
   dispatch_dtype(c, op, [&]<class T>() {
@@ -357,10 +272,7 @@ Tensor logical_or_cpu(const Tensor& a, const Tensor& b) {
 // ---- selection ----
 
 Tensor where_cpu(const Tensor& cond, const Tensor& a, const Tensor& b) {
-  check_defined(cond, "where", "condition");
-  check_defined2(a, b, "where");
-  GRAFT_CHECK(cond.dtype() == kBool, "where: expected condition to be a boolean tensor, but got ", describe(cond));
-  DType r = result_type(a.dtype(), b.dtype());
+  DType r = where_dtype(cond, a, b);
   TensorIterator it("where");
   it.add_input(cond).add_input(a, r).add_input(b, r).build(r);
   dispatch_dtype(r, "where", [&]<class T>() {
@@ -370,9 +282,7 @@ Tensor where_cpu(const Tensor& cond, const Tensor& a, const Tensor& b) {
 }
 
 Tensor masked_fill_cpu(const Tensor& x, const Tensor& mask, Scalar value) {
-  check_defined(x, "masked_fill", "self");
-  check_defined(mask, "masked_fill", "mask");
-  GRAFT_CHECK(mask.dtype() == kBool, "masked_fill: only supports boolean masks, but got mask ", describe(mask));
+  check_masked_fill(x, mask);
   TensorIterator it("masked_fill");
   it.add_input(x).add_input(mask).build(x.dtype());
   dispatch_dtype(x.dtype(), "masked_fill", [&]<class T>() {
@@ -383,15 +293,6 @@ Tensor masked_fill_cpu(const Tensor& x, const Tensor& mask, Scalar value) {
 }
 
 // ---- clamp ----
-
-DType clamp_result(const char* op, const Tensor& x, const std::optional<Scalar>& lo, const std::optional<Scalar>& hi) {
-  check_defined(x, op, "self");
-  GRAFT_CHECK(lo || hi, op, ": at least one of 'min' or 'max' must not be None (self ", describe(x), ")");
-  DType r = x.dtype();
-  if (lo) r = result_type(r, *lo);
-  if (hi) r = result_type(r, *hi);
-  return r;
-}
 
 auto clamp_body(std::optional<Scalar> lo, std::optional<Scalar> hi) {
   return [lo, hi]<class T>(TensorIterator& it) {
@@ -413,29 +314,16 @@ auto clamp_body(std::optional<Scalar> lo, std::optional<Scalar> hi) {
 }
 
 Tensor clamp_cpu(const Tensor& x, std::optional<Scalar> lo, std::optional<Scalar> hi) {
-  return arith("clamp", clamp_result("clamp", x, lo, hi), {x}, clamp_body(lo, hi));
+  return arith("clamp", clamp_dtype("clamp", x, lo, hi), {x}, clamp_body(lo, hi));
 }
-Tensor clamp__cpu(const Tensor& x, std::optional<Scalar> lo, std::optional<Scalar> hi) {
-  return arith_("clamp_", x, clamp_result("clamp_", x, lo, hi), {x}, clamp_body(lo, hi));
+Tensor clamp_inplace_cpu(const Tensor& x, std::optional<Scalar> lo, std::optional<Scalar> hi) {
+  return arith_("clamp_", x, clamp_dtype("clamp_", x, lo, hi), {x}, clamp_body(lo, hi));
 }
 
 // ---- optimizer updates ----
 
-DType addc_result(const char* op, const Tensor& self, const Tensor& a, const Tensor& b, Scalar value) {
-  check_defined(self, op, "self");
-  check_defined(a, op, "tensor1");
-  check_defined(b, op, "tensor2");
-  DType r = result_type(result_type(self.dtype(), a.dtype()), b.dtype());
-  GRAFT_CHECK(r != kBool, op, ": not implemented for bool tensors (got ", describe(self), ", ", describe(a), " and ",
-              describe(b), ")");
-  GRAFT_CHECK(is_floating(r) || value.is_integral(), op,
-              ": for integral input tensors, argument value must not be a floating point number (value ", value,
-              ", result ", r, ")");
-  return r;
-}
-
-Tensor addcmul__cpu(const Tensor& self, const Tensor& a, const Tensor& b, Scalar value) {
-  DType r = addc_result("addcmul_", self, a, b, value);
+Tensor addcmul_inplace_cpu(const Tensor& self, const Tensor& a, const Tensor& b, Scalar value) {
+  DType r = addcmul_dtype(self, a, b, value);
   return arith_("addcmul_", self, r, {self, a, b}, [value]<class T>(TensorIterator& it) {
     if constexpr (!std::is_same_v<T, bool>) {
       T v = value.to<T>();
@@ -444,12 +332,8 @@ Tensor addcmul__cpu(const Tensor& self, const Tensor& a, const Tensor& b, Scalar
   });
 }
 
-Tensor addcdiv__cpu(const Tensor& self, const Tensor& a, const Tensor& b, Scalar value) {
-  check_defined(a, "addcdiv_", "tensor1");
-  check_defined(b, "addcdiv_", "tensor2");
-  GRAFT_CHECK(!is_integral(a.dtype()) || !is_integral(b.dtype()), "addcdiv_: integer division with addcdiv is not ",
-              "supported; use a floating point tensor1 or tensor2 (got ", describe(a), " and ", describe(b), ")");
-  DType r = addc_result("addcdiv_", self, a, b, value);
+Tensor addcdiv_inplace_cpu(const Tensor& self, const Tensor& a, const Tensor& b, Scalar value) {
+  DType r = addcdiv_dtype(self, a, b, value);
   return arith_("addcdiv_", self, r, {self, a, b}, [value]<class T>(TensorIterator& it) {
     if constexpr (std::is_floating_point_v<T>) {
       T v = value.to<T>();
@@ -458,12 +342,8 @@ Tensor addcdiv__cpu(const Tensor& self, const Tensor& a, const Tensor& b, Scalar
   });
 }
 
-Tensor lerp__cpu(const Tensor& self, const Tensor& end, Scalar weight) {
-  check_defined(self, "lerp_", "self");
-  check_defined(end, "lerp_", "end");
-  check_floating(self, "lerp_");
-  GRAFT_CHECK(end.dtype() == self.dtype(), "lerp_: expected dtype ", self.dtype(), " for `end` but got ",
-              describe(end), " (self ", describe(self), ")");
+Tensor lerp_inplace_cpu(const Tensor& self, const Tensor& end, Scalar weight) {
+  check_lerp(self, end);
   return arith_("lerp_", self, self.dtype(), {self, end}, [weight]<class T>(TensorIterator& it) {
     if constexpr (std::is_floating_point_v<T>) {
       T w = weight.to<T>();
@@ -551,18 +431,18 @@ GRAFT_KERNEL("logical_or", CPU, logical_or_cpu);
 GRAFT_KERNEL("where.self", CPU, where_cpu);
 GRAFT_KERNEL("clamp", CPU, clamp_cpu);
 GRAFT_KERNEL("masked_fill.Scalar", CPU, masked_fill_cpu);
-GRAFT_KERNEL("add_.Tensor", CPU, add__cpu);
-GRAFT_KERNEL("add_.Scalar", CPU, add__scalar_cpu);
-GRAFT_KERNEL("sub_.Tensor", CPU, sub__cpu);
-GRAFT_KERNEL("sub_.Scalar", CPU, sub__scalar_cpu);
-GRAFT_KERNEL("mul_.Tensor", CPU, mul__cpu);
-GRAFT_KERNEL("mul_.Scalar", CPU, mul__scalar_cpu);
-GRAFT_KERNEL("div_.Tensor", CPU, div__cpu);
-GRAFT_KERNEL("div_.Scalar", CPU, div__scalar_cpu);
-GRAFT_KERNEL("clamp_", CPU, clamp__cpu);
-GRAFT_KERNEL("addcmul_", CPU, addcmul__cpu);
-GRAFT_KERNEL("addcdiv_", CPU, addcdiv__cpu);
-GRAFT_KERNEL("lerp_.Scalar", CPU, lerp__cpu);
+GRAFT_KERNEL("add_.Tensor", CPU, add_inplace_cpu);
+GRAFT_KERNEL("add_.Scalar", CPU, add_inplace_scalar_cpu);
+GRAFT_KERNEL("sub_.Tensor", CPU, sub_inplace_cpu);
+GRAFT_KERNEL("sub_.Scalar", CPU, sub_inplace_scalar_cpu);
+GRAFT_KERNEL("mul_.Tensor", CPU, mul_inplace_cpu);
+GRAFT_KERNEL("mul_.Scalar", CPU, mul_inplace_scalar_cpu);
+GRAFT_KERNEL("div_.Tensor", CPU, div_inplace_cpu);
+GRAFT_KERNEL("div_.Scalar", CPU, div_inplace_scalar_cpu);
+GRAFT_KERNEL("clamp_", CPU, clamp_inplace_cpu);
+GRAFT_KERNEL("addcmul_", CPU, addcmul_inplace_cpu);
+GRAFT_KERNEL("addcdiv_", CPU, addcdiv_inplace_cpu);
+GRAFT_KERNEL("lerp_.Scalar", CPU, lerp_inplace_cpu);
 
 }  // namespace kernels
 

@@ -259,19 +259,8 @@ void conv_bwd_weight_loops(const ConvParams& p, const T* gy, const T* x, T* gw) 
 
 Tensor conv2d_cpu(const Tensor& input, const Tensor& weight, const Tensor& bias, const Shape& stride, const Shape& padding,
                   const Shape& dilation, int64_t groups) {
-  check_conv_tensor(input, "conv2d", "input");
-  check_conv_tensor(weight, "conv2d", "weight");
-  GRAFT_CHECK(input.dtype() == weight.dtype(), "conv2d: input ", describe(input), " and weight ", describe(weight),
-              " must have the same dtype");
-  ConvParams p = conv_params("conv2d", input.sizes(), weight.sizes(), stride, padding, dilation, groups);
-  Tensor b;
-  if (bias.defined()) {
-    GRAFT_CHECK(bias.dtype() == input.dtype(), "conv2d: expected bias of dtype ", input.dtype(), ", got ",
-                describe(bias));
-    GRAFT_CHECK(bias.dim() == 1 && bias.size(0) == p.O, "conv2d: expected bias of shape [", p.O, "] (weight ",
-                shape_str(weight.sizes()), "), got ", shape_str(bias.sizes()));
-    b = contiguous_cpu(bias);
-  }
+  ConvParams p = plan_conv2d(input, weight, bias, stride, padding, dilation, groups);
+  Tensor b = bias.defined() ? contiguous_cpu(bias) : Tensor();
   Tensor out = new_tensor(p.output_sizes(), input.dtype(), input.device());
   if (p.N == 0) return out;
   Tensor x = contiguous_cpu(input), w = contiguous_cpu(weight);
@@ -286,13 +275,7 @@ Tensor conv2d_cpu(const Tensor& input, const Tensor& weight, const Tensor& bias,
 
 Tensor conv2d_backward_input_cpu(const Tensor& grad_out, const Shape& input_sizes, const Tensor& weight,
                                  const Shape& stride, const Shape& padding, const Shape& dilation, int64_t groups) {
-  const char* op = "conv2d_backward_input";
-  check_conv_tensor(grad_out, op, "grad_out");
-  check_conv_tensor(weight, op, "weight");
-  GRAFT_CHECK(grad_out.dtype() == weight.dtype(), op, ": grad_out ", describe(grad_out), " and weight ",
-              describe(weight), " must have the same dtype");
-  ConvParams p = conv_params(op, input_sizes, weight.sizes(), stride, padding, dilation, groups);
-  check_grad_out(grad_out, p, op);
+  ConvParams p = plan_conv2d_backward_input(grad_out, input_sizes, weight, stride, padding, dilation, groups);
   Tensor gx = new_tensor(p.input_sizes(), grad_out.dtype(), grad_out.device());
   if (gx.numel() == 0) return gx;
   Tensor gy = contiguous_cpu(grad_out), w = contiguous_cpu(weight);
@@ -305,13 +288,7 @@ Tensor conv2d_backward_input_cpu(const Tensor& grad_out, const Shape& input_size
 
 Tensor conv2d_backward_weight_cpu(const Tensor& grad_out, const Tensor& input, const Shape& weight_sizes,
                                   const Shape& stride, const Shape& padding, const Shape& dilation, int64_t groups) {
-  const char* op = "conv2d_backward_weight";
-  check_conv_tensor(grad_out, op, "grad_out");
-  check_conv_tensor(input, op, "input");
-  GRAFT_CHECK(grad_out.dtype() == input.dtype(), op, ": grad_out ", describe(grad_out), " and input ",
-              describe(input), " must have the same dtype");
-  ConvParams p = conv_params(op, input.sizes(), weight_sizes, stride, padding, dilation, groups);
-  check_grad_out(grad_out, p, op);
+  ConvParams p = plan_conv2d_backward_weight(grad_out, input, weight_sizes, stride, padding, dilation, groups);
   Tensor gw = new_tensor(p.weight_sizes(), input.dtype(), input.device());
   if (p.N == 0 || p.C == 0) return fill_cpu(gw, 0);
   Tensor gy = contiguous_cpu(grad_out), x = contiguous_cpu(input);

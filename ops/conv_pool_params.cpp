@@ -1,5 +1,6 @@
 #include "ops/conv_pool_params.h"
 
+#include <algorithm>
 #include <tuple>
 
 #include "ops/kernel_utils.h"
@@ -109,6 +110,110 @@ PoolParams pool_params(const char* op, const Shape& in, const Shape& kernel, con
   GRAFT_CHECK(p.OH > 0 && p.OW > 0, op, ": output size is too small: input ", shape_str(in), " with kernel_size ",
               shape_str(kernel), ", padding ", shape_str(padding), " and dilation ", shape_str(dilation),
               " gives an output of ", p.OH, " x ", p.OW);
+  return p;
+}
+
+PoolParams plan_max_pool2d(const Tensor& input, const Shape& kernel, const Shape& stride, const Shape& padding,
+                           const Shape& dilation, bool ceil_mode) {
+  const char* op = "max_pool2d";
+  check_defined(input, op, "input");
+  GRAFT_CHECK(input.dtype() != kBool, op, ": not implemented for bool tensors (", describe(input), ")");
+  return pool_params(op, input.sizes(), kernel, stride, padding, dilation, ceil_mode);
+}
+
+MaxPoolBackwardPlan plan_max_pool2d_backward(const Tensor& grad_out, const Tensor& input, const Tensor& indices) {
+  const char* op = "max_pool2d_backward";
+  check_defined(grad_out, op, "grad_out");
+  check_defined(input, op, "input");
+  check_defined(indices, op, "indices");
+  check_floating(grad_out, op);
+  check_index_dtype(indices, op);
+  GRAFT_CHECK(input.dim() == 3 || input.dim() == 4, op, ": expected a 3-D or 4-D input, got ",
+              shape_str(input.sizes()));
+  GRAFT_CHECK(grad_out.sizes() == indices.sizes(), op, ": grad_out ", shape_str(grad_out.sizes()),
+              " and indices ", shape_str(indices.sizes()), " must have the same shape");
+  GRAFT_CHECK(grad_out.dim() == input.dim() && std::equal(input.sizes().begin(), input.sizes().end() - 2,
+                                                          grad_out.sizes().begin()),
+              op, ": grad_out ", shape_str(grad_out.sizes()), " does not match input ", shape_str(input.sizes()),
+              " in its leading (batch and channel) dims");
+  MaxPoolBackwardPlan p;
+  int64_t nd = input.dim();
+  p.H = input.size(nd - 2);
+  p.W = input.size(nd - 1);
+  p.planes = shape_numel(Shape(input.sizes().begin(), input.sizes().end() - 2));
+  p.per_out = grad_out.size(nd - 2) * grad_out.size(nd - 1);
+  p.per_in = p.H * p.W;
+  return p;
+}
+
+void max_pool_bad_index_error(int64_t index, const MaxPoolBackwardPlan& p, const Tensor& input) {
+  GRAFT_ERROR("max_pool2d_backward: index ", index, " is out of range for an input plane of ", p.H, " x ", p.W,
+              " (input ", shape_str(input.sizes()), ")");
+}
+
+namespace {
+void check_avg_input(const Tensor& t, const char* op, const char* arg) {
+  check_defined(t, op, arg);
+  GRAFT_CHECK(is_floating(t.dtype()), op, ": expected a float32 or float64 ", arg, ", got ", describe(t));
+}
+}  // namespace
+
+PoolParams plan_avg_pool2d(const Tensor& input, const Shape& kernel, const Shape& stride, const Shape& padding,
+                           bool ceil_mode) {
+  const char* op = "avg_pool2d";
+  check_avg_input(input, op, "input");
+  return pool_params(op, input.sizes(), kernel, stride, padding, {1, 1}, ceil_mode);
+}
+
+PoolParams plan_avg_pool2d_backward(const Tensor& grad_out, const Tensor& input, const Shape& kernel,
+                                    const Shape& stride, const Shape& padding, bool ceil_mode) {
+  const char* op = "avg_pool2d_backward";
+  check_avg_input(grad_out, op, "grad_out");
+  check_defined(input, op, "input");
+  PoolParams p = pool_params(op, input.sizes(), kernel, stride, padding, {1, 1}, ceil_mode);
+  GRAFT_CHECK(grad_out.sizes() == p.output_sizes(), op, ": expected grad_out of shape ", shape_str(p.output_sizes()),
+              " (the output for input ", shape_str(input.sizes()), "), got ", shape_str(grad_out.sizes()));
+  return p;
+}
+
+ConvParams plan_conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const Shape& stride,
+                       const Shape& padding, const Shape& dilation, int64_t groups) {
+  check_conv_tensor(input, "conv2d", "input");
+  check_conv_tensor(weight, "conv2d", "weight");
+  GRAFT_CHECK(input.dtype() == weight.dtype(), "conv2d: input ", describe(input), " and weight ", describe(weight),
+              " must have the same dtype");
+  ConvParams p = conv_params("conv2d", input.sizes(), weight.sizes(), stride, padding, dilation, groups);
+  if (bias.defined()) {
+    GRAFT_CHECK(bias.dtype() == input.dtype(), "conv2d: expected bias of dtype ", input.dtype(), ", got ",
+                describe(bias));
+    GRAFT_CHECK(bias.dim() == 1 && bias.size(0) == p.O, "conv2d: expected bias of shape [", p.O, "] (weight ",
+                shape_str(weight.sizes()), "), got ", shape_str(bias.sizes()));
+  }
+  return p;
+}
+
+ConvParams plan_conv2d_backward_input(const Tensor& grad_out, const Shape& input_sizes, const Tensor& weight,
+                                      const Shape& stride, const Shape& padding, const Shape& dilation, int64_t groups) {
+  const char* op = "conv2d_backward_input";
+  check_conv_tensor(grad_out, op, "grad_out");
+  check_conv_tensor(weight, op, "weight");
+  GRAFT_CHECK(grad_out.dtype() == weight.dtype(), op, ": grad_out ", describe(grad_out), " and weight ",
+              describe(weight), " must have the same dtype");
+  ConvParams p = conv_params(op, input_sizes, weight.sizes(), stride, padding, dilation, groups);
+  check_grad_out(grad_out, p, op);
+  return p;
+}
+
+ConvParams plan_conv2d_backward_weight(const Tensor& grad_out, const Tensor& input, const Shape& weight_sizes,
+                                       const Shape& stride, const Shape& padding, const Shape& dilation,
+                                       int64_t groups) {
+  const char* op = "conv2d_backward_weight";
+  check_conv_tensor(grad_out, op, "grad_out");
+  check_conv_tensor(input, op, "input");
+  GRAFT_CHECK(grad_out.dtype() == input.dtype(), op, ": grad_out ", describe(grad_out), " and input ",
+              describe(input), " must have the same dtype");
+  ConvParams p = conv_params(op, input.sizes(), weight_sizes, stride, padding, dilation, groups);
+  check_grad_out(grad_out, p, op);
   return p;
 }
 

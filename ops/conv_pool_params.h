@@ -27,6 +27,14 @@ ConvParams conv_params(const char* op, const Shape& in, const Shape& wt, const S
                        const Shape& dilation, int64_t groups);
 void check_conv_tensor(const Tensor& t, const char* op, const char* arg);
 void check_grad_out(const Tensor& grad_out, const ConvParams& p, const char* op);
+// The whole argument check of each conv op (the devices then only compute).
+ConvParams plan_conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const Shape& stride,
+                       const Shape& padding, const Shape& dilation, int64_t groups);
+ConvParams plan_conv2d_backward_input(const Tensor& grad_out, const Shape& input_sizes, const Tensor& weight,
+                                      const Shape& stride, const Shape& padding, const Shape& dilation, int64_t groups);
+ConvParams plan_conv2d_backward_weight(const Tensor& grad_out, const Tensor& input, const Shape& weight_sizes,
+                                       const Shape& stride, const Shape& padding, const Shape& dilation,
+                                       int64_t groups);
 
 struct PoolParams {
   int64_t N, C, H, W;
@@ -43,5 +51,21 @@ int64_t pool_output_size(int64_t in, int64_t k, int64_t pad, int64_t stride, int
 // Validates the window arguments against the input shape; an empty stride means the kernel size.
 PoolParams pool_params(const char* op, const Shape& in, const Shape& kernel, const Shape& stride,
                        const Shape& padding, const Shape& dilation, bool ceil_mode);
+
+// The whole argument check of each pooling op (the devices then only compute).
+PoolParams plan_max_pool2d(const Tensor& input, const Shape& kernel, const Shape& stride, const Shape& padding,
+                           const Shape& dilation, bool ceil_mode);
+// max_pool2d_backward scatters grad_out [planes, per_out] into grad_input [planes, per_in = H * W]
+// at the saved indices.
+struct MaxPoolBackwardPlan {
+  int64_t planes = 0, per_out = 0, per_in = 0, H = 0, W = 0;
+};
+MaxPoolBackwardPlan plan_max_pool2d_backward(const Tensor& grad_out, const Tensor& input, const Tensor& indices);
+// An index a device found outside its input plane.
+[[noreturn]] void max_pool_bad_index_error(int64_t index, const MaxPoolBackwardPlan& p, const Tensor& input);
+PoolParams plan_avg_pool2d(const Tensor& input, const Shape& kernel, const Shape& stride, const Shape& padding,
+                           bool ceil_mode);
+PoolParams plan_avg_pool2d_backward(const Tensor& grad_out, const Tensor& input, const Shape& kernel,
+                                    const Shape& stride, const Shape& padding, bool ceil_mode);
 
 }  // namespace graft::kernels

@@ -110,6 +110,28 @@ Tensor contiguous_cpu(const Tensor& t, DType dtype) {
   return out;
 }
 
+namespace {
+void cpu_device_copy(const Tensor& dst, const Tensor& src) { strided_copy(dst, src, broadcast_strides(src, dst.sizes())); }
+DeviceCopyFn g_device_copy[kNumDeviceTypes] = {&cpu_device_copy, nullptr};
+}  // namespace
+
+void set_device_copy(DeviceType type, DeviceCopyFn fn) { g_device_copy[static_cast<int>(type)] = fn; }
+
+void device_copy(const Tensor& dst, const Tensor& src) {
+  GRAFT_CHECK(dst.device() == src.device(), "copy: internal error: device_copy from ", src.device(), " to ",
+              dst.device());
+  DeviceCopyFn fn = g_device_copy[static_cast<int>(dst.device().type)];
+  GRAFT_CHECK(fn != nullptr, "copy: no kernel for ", dst.device(), " (is the backend built and loaded?)");
+  if (dst.numel() > 0) fn(dst, src);
+}
+
+Tensor contiguous_as(const Tensor& t, DType dtype) {
+  if (t.is_contiguous() && t.dtype() == dtype) return t;
+  Tensor out = new_tensor(t.sizes(), dtype, t.device());
+  device_copy(out, t);
+  return out;
+}
+
 GRAFT_DEFINE_OP("copy_(Tensor(a!) self, Tensor src, bool non_blocking) -> Tensor(a!)", /*cross_device=*/true);
 GRAFT_DEFINE_OP("fill_(Tensor(a!) self, Scalar value) -> Tensor(a!)");
 GRAFT_DEFINE_OP("clone(Tensor self) -> Tensor");

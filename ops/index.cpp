@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "ops/index_plan.h"
 #include "ops/kernel_utils.h"
 #include "ops/ops.h"
 #include "runtime/dispatcher.h"
@@ -15,23 +16,10 @@ namespace graft {
 namespace kernels {
 namespace {
 
-// Scalars index like 1-element vectors (PyTorch treats a 0-d tensor as size 1 along dim 0).
-Shape sizes_or_1(const Tensor& t) { return t.dim() == 0 ? Shape{1} : t.sizes(); }
-Shape strides_or_1(const Tensor& t) { return t.dim() == 0 ? Shape{1} : t.strides(); }
-
 // Throws unless every value of the contiguous int64 `idx` lies in [0, size).
 void check_indices(const int64_t* idx, int64_t n, int64_t size, int64_t dim, const char* op) {
-  for (int64_t i = 0; i < n; ++i) {
-    int64_t v = idx[i];
-    GRAFT_CHECK(v >= 0 && v < size, op, ": index ", v, " is out of bounds for dimension ", dim, " with size ", size);
-  }
-}
-
-// Product of sizes in [b, e).
-int64_t prod(const Shape& s, size_t b, size_t e) {
-  int64_t p = 1;
-  for (size_t i = b; i < e; ++i) p *= s[i];
-  return p;
+  for (int64_t i = 0; i < n; ++i)
+    if (idx[i] < 0 || idx[i] >= size) index_out_of_bounds_error(idx[i], dim, size, op);
 }
 
 template <class T>
@@ -92,13 +80,8 @@ void index_select_blocks(const Tensor& out, const Tensor& x, const int64_t* idx,
 
 // weight [V, D], indices [*] (int64) -> [*, D]. padding_idx only affects the backward.
 Tensor embedding_cpu(const Tensor& weight, const Tensor& indices, int64_t padding_idx) {
-  check_defined(weight, "embedding", "weight");
-  check_defined(indices, "embedding", "indices");
-  check_dim(weight, 2, "embedding", "weight");
-  check_index_dtype(indices, "embedding");
-  int64_t V = weight.sizes()[0], D = weight.sizes()[1];
-  GRAFT_CHECK(padding_idx >= -1 && padding_idx < V, "embedding: padding_idx ", padding_idx,
-              " is out of range for a weight with ", V, " rows (use -1 for none)");
+  EmbeddingPlan p = plan_embedding(weight, indices, padding_idx);
+  int64_t V = p.V, D = p.D;
   Tensor idx = contiguous_cpu(indices);
   const int64_t* ip = static_cast<const int64_t*>(idx.data_ptr());
   int64_t n = idx.numel();
@@ -112,18 +95,7 @@ Tensor embedding_cpu(const Tensor& weight, const Tensor& indices, int64_t paddin
 
 // grad [*, D], indices [*] -> grad_weight [V, D]; repeated indices accumulate, padding_idx rows stay 0.
 Tensor embedding_backward_cpu(const Tensor& grad, const Tensor& indices, int64_t num_weights, int64_t padding_idx) {
-  check_defined(grad, "embedding_backward", "grad");
-  check_defined(indices, "embedding_backward", "indices");
-  check_floating(grad, "embedding_backward");
-  check_index_dtype(indices, "embedding_backward");
-  GRAFT_CHECK(num_weights >= 0, "embedding_backward: num_weights must be non-negative, got ", num_weights);
-  GRAFT_CHECK(padding_idx >= -1 && padding_idx < num_weights, "embedding_backward: padding_idx ", padding_idx,
-              " is out of range for ", num_weights, " rows (use -1 for none)");
-  Shape want = indices.sizes();
-  GRAFT_CHECK(grad.dim() == indices.dim() + 1 && Shape(grad.sizes().begin(), grad.sizes().end() - 1) == want,
-              "embedding_backward: grad of shape ", shape_str(grad.sizes()),
-              " does not match indices of shape ", shape_str(want), " followed by the embedding dim");
-  int64_t D = grad.sizes().back();
+  int64_t D = plan_embedding_backward(grad, indices, num_weights, padding_idx);
   Tensor idx = contiguous_cpu(indices);
   const int64_t* ip = static_cast<const int64_t*>(idx.data_ptr());
   int64_t n = idx.numel();
@@ -151,50 +123,27 @@ Tensor embedding_backward_cpu(const Tensor& grad, const Tensor& indices, int64_t
 
 // x [..., n_x, ...], index [n] -> [..., n, ...]
 Tensor index_select_cpu(const Tensor& x, int64_t dim, const Tensor& index) {
-  check_defined(x, "index_select", "self");
-  check_defined(index, "index_select", "index");
-  check_index_dtype(index, "index_select");
-  GRAFT_CHECK(index.dim() <= 1, "index_select: index must be 0-D or 1-D, got ", describe(index));
-  dim = wrap_dim(dim, x.dim(), "index_select");
-  Shape xs = sizes_or_1(x);
+  IndexPlan p = plan_index_select(x, dim, index);
   Tensor idx = contiguous_cpu(index);
   const int64_t* ip = static_cast<const int64_t*>(idx.data_ptr());
   int64_t n = idx.numel();
-  check_indices(ip, n, xs[dim], dim, "index_select");
-  Shape out_sizes = xs;
-  out_sizes[dim] = n;
-  if (x.dim() == 0) {
-    GRAFT_CHECK(n == 1, "index_select: index for a 0-d tensor must have one element, got ", describe(index));
-    out_sizes = {};
-  }
-  Tensor out = new_tensor(out_sizes, x.dtype(), x.device());
-  index_select_blocks(out, contiguous_cpu(x), ip, n, prod(xs, 0, dim), xs[dim], prod(xs, dim + 1, xs.size()));
+  check_indices(ip, n, p.n_x, p.dim, "index_select");
+  Tensor out = new_tensor(index_select_out_sizes(p, x, index, n), x.dtype(), x.device());
+  index_select_blocks(out, contiguous_cpu(x), ip, n, p.outer, p.n_x, p.inner);
   return out;
 }
 
 // Out-of-place index_add: out = x; out[..., index[j], ...] += src[..., j, ...]
 Tensor index_add_cpu(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
-  check_defined(x, "index_add", "self");
-  check_defined(index, "index_add", "index");
-  check_defined(src, "index_add", "source");
-  check_index_dtype(index, "index_add");
-  check_same_dtype(x, src, "index_add");
-  GRAFT_CHECK(index.dim() <= 1, "index_add: index must be 0-D or 1-D, got ", describe(index));
-  dim = wrap_dim(dim, x.dim(), "index_add");
-  Shape xs = sizes_or_1(x), ss = sizes_or_1(src);
+  IndexPlan p = plan_index_add(x, dim, index, src);
   int64_t n = index.numel();
-  Shape want = xs;
-  want[dim] = n;
-  GRAFT_CHECK(ss == want, "index_add: source of shape ", shape_str(src.sizes()), " does not match self of shape ",
-              shape_str(x.sizes()), " with dimension ", dim, " replaced by the index length ", n, " (expected ",
-              shape_str(want), ")");
   Tensor idx = contiguous_cpu(index);
   const int64_t* ip = static_cast<const int64_t*>(idx.data_ptr());
-  check_indices(ip, n, xs[dim], dim, "index_add");
+  check_indices(ip, n, p.n_x, p.dim, "index_add");
   Tensor out = new_tensor(x.sizes(), x.dtype(), x.device());
   strided_copy(out, x, x.strides());
   Tensor s = contiguous_cpu(src);
-  int64_t outer = prod(xs, 0, dim), inner = prod(xs, dim + 1, xs.size()), n_x = xs[dim];
+  int64_t outer = p.outer, inner = p.inner, n_x = p.n_x;
   dispatch_dtype(x.dtype(), "index_add", [&]<class T>() {
     const T* sp = static_cast<const T*>(s.data_ptr());
     T* op = static_cast<T*>(out.data_ptr());
@@ -217,33 +166,9 @@ Tensor index_add_cpu(const Tensor& x, int64_t dim, const Tensor& index, const Te
 
 // ---- gather / scatter_add ----
 
-// Shape rules shared by gather and scatter_add (PyTorch's): same ndim, index no larger than
-// `self` outside `dim` (and no larger than `src` anywhere, for scatter).
-void check_gather_shapes(const Tensor& x, int64_t dim, const Tensor& index, const Tensor* src, const char* op) {
-  GRAFT_CHECK(index.dim() == x.dim(), op, ": index ", describe(index), " must have as many dimensions as self ",
-              describe(x));
-  if (src) {
-    GRAFT_CHECK(src->dim() == x.dim(), op, ": src ", describe(*src), " must have as many dimensions as self ",
-                describe(x));
-  }
-  for (int64_t d = 0; d < index.dim(); ++d) {
-    GRAFT_CHECK(d == dim || index.sizes()[d] <= x.sizes()[d], op, ": index of shape ", shape_str(index.sizes()),
-                " is larger than self of shape ", shape_str(x.sizes()), " at dimension ", d, " (",
-                index.sizes()[d], " > ", x.sizes()[d], ")");
-    if (src)
-      GRAFT_CHECK(index.sizes()[d] <= src->sizes()[d], op, ": index of shape ", shape_str(index.sizes()),
-                  " is larger than src of shape ", shape_str(src->sizes()), " at dimension ", d, " (",
-                  index.sizes()[d], " > ", src->sizes()[d], ")");
-  }
-}
-
 // out[p] = x[p with p[dim] replaced by index[p]]; out has index's shape.
 Tensor gather_cpu(const Tensor& x, int64_t dim, const Tensor& index) {
-  check_defined(x, "gather", "self");
-  check_defined(index, "gather", "index");
-  check_index_dtype(index, "gather");
-  dim = wrap_dim(dim, x.dim(), "gather");
-  check_gather_shapes(x, dim, index, nullptr, "gather");
+  dim = plan_gather(x, dim, index);
   Tensor out = new_tensor(index.sizes(), x.dtype(), x.device());
   Tensor idx = contiguous_cpu(index);
   const int64_t* ip = static_cast<const int64_t*>(idx.data_ptr());
@@ -275,13 +200,7 @@ Tensor gather_cpu(const Tensor& x, int64_t dim, const Tensor& index) {
 
 // Out-of-place scatter_add: out = x; out[p with p[dim] replaced by index[p]] += src[p].
 Tensor scatter_add_cpu(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
-  check_defined(x, "scatter_add", "self");
-  check_defined(index, "scatter_add", "index");
-  check_defined(src, "scatter_add", "src");
-  check_index_dtype(index, "scatter_add");
-  check_same_dtype(x, src, "scatter_add");
-  dim = wrap_dim(dim, x.dim(), "scatter_add");
-  check_gather_shapes(x, dim, index, &src, "scatter_add");
+  dim = plan_scatter_add(x, dim, index, src);
   Tensor out = new_tensor(x.sizes(), x.dtype(), x.device());
   strided_copy(out, x, x.strides());
   Tensor idx = contiguous_cpu(index);
@@ -315,17 +234,14 @@ Tensor scatter_add_cpu(const Tensor& x, int64_t dim, const Tensor& index, const 
 
 // indices [*] (int64) -> [*, num_classes] int64; num_classes = -1 infers max + 1.
 Tensor one_hot_cpu(const Tensor& indices, int64_t num_classes) {
-  check_defined(indices, "one_hot", "self");
-  GRAFT_CHECK(indices.dtype() == kInt64, "one_hot: expected an int64 tensor of class indices, got ",
-              describe(indices));
-  GRAFT_CHECK(num_classes >= -1, "one_hot: num_classes must be -1 (infer) or non-negative, got ", num_classes);
+  check_one_hot(indices, num_classes);
   Tensor idx = contiguous_cpu(indices);
   const int64_t* ip = static_cast<const int64_t*>(idx.data_ptr());
   int64_t n = idx.numel();
   for (int64_t i = 0; i < n; ++i)
-    GRAFT_CHECK(ip[i] >= 0, "one_hot: class values must be non-negative, got index ", ip[i]);
+    if (ip[i] < 0) one_hot_negative_error(ip[i]);
   if (num_classes == -1) {
-    GRAFT_CHECK(n > 0, "one_hot: cannot infer num_classes from an empty tensor ", describe(indices));
+    check_one_hot_inferable(indices, n);
     num_classes = *std::max_element(ip, ip + n) + 1;
   }
   int64_t cls_dim = indices.dim();

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "ops/join_plan.h"
 #include "ops/kernel_utils.h"
 #include "ops/ops.h"
 #include "runtime/dispatcher.h"
@@ -36,47 +37,17 @@ void parallel_copy(const Tensor& dst, const Tensor& src) {
   });
 }
 
-// PyTorch keeps accepting 1-D empty tensors in cat whatever the other inputs' shapes are.
-bool is_legacy_empty(const Tensor& t) { return t.dim() == 1 && t.sizes()[0] == 0; }
-
 // ---- cat / stack ----
 
-Tensor cat_cpu(const std::vector<Tensor>& tensors, int64_t dim) {
-  GRAFT_CHECK(!tensors.empty(), "cat: expected a non-empty list of tensors");
-  const Tensor* ref = nullptr;
-  DType dtype = kBool;
-  for (size_t i = 0; i < tensors.size(); ++i) {
-    const Tensor& t = tensors[i];
-    GRAFT_CHECK(t.defined(), "cat: tensor number ", i, " in the list is undefined");
-    GRAFT_CHECK(t.dim() > 0, "cat: zero-dimensional tensor (tensor number ", i, " in the list) cannot be concatenated");
-    dtype = i == 0 ? t.dtype() : promote_types(dtype, t.dtype());
-    if (!ref && !is_legacy_empty(t)) ref = &t;
-  }
-  Device device = tensors[0].device();
-  if (!ref) return new_tensor({0}, dtype, device);  // every input is a legacy empty tensor
-  int64_t nd = ref->dim();
-  dim = wrap_dim(dim, nd, "cat");
-  Shape out_sizes = ref->sizes();
-  out_sizes[dim] = 0;
-  for (size_t i = 0; i < tensors.size(); ++i) {
-    const Tensor& t = tensors[i];
-    if (is_legacy_empty(t)) continue;
-    GRAFT_CHECK(t.dim() == nd, "cat: tensors must have the same number of dimensions: got ", nd, " (shape ",
-                shape_str(ref->sizes()), ") and ", t.dim(), " (shape ", shape_str(t.sizes()), ") for tensor number ",
-                i, " in the list");
-    for (int64_t d = 0; d < nd; ++d) {
-      GRAFT_CHECK(d == dim || t.sizes()[d] == ref->sizes()[d], "cat: sizes of tensors must match except in dimension ",
-                  dim, ". Expected size ", ref->sizes()[d], " but got size ", t.sizes()[d], " for tensor number ", i,
-                  " in the list (shapes ", shape_str(ref->sizes()), " and ", shape_str(t.sizes()), ")");
-    }
-    out_sizes[dim] += t.sizes()[dim];
-  }
-  Tensor out = new_tensor(out_sizes, dtype, device);
+Tensor cat_cpu(const std::vector<Tensor>& tensors, int64_t dim_arg) {
+  CatPlan p = plan_cat(tensors, dim_arg);
+  DType dtype = p.dtype;
+  if (p.only_legacy_empty) return new_tensor(p.out_sizes, dtype, p.device);
+  int64_t dim = p.dim;
+  const Shape& out_sizes = p.out_sizes;
+  Tensor out = new_tensor(out_sizes, dtype, p.device);
   if (out.numel() == 0) return out;
-  // out viewed as [outer, out_sizes[dim] * inner]; input i fills columns [start, start + size_i * inner).
-  int64_t outer = 1, inner = 1;
-  for (int64_t d = 0; d < dim; ++d) outer *= out_sizes[d];
-  for (int64_t d = dim + 1; d < nd; ++d) inner *= out_sizes[d];
+  int64_t outer = p.outer, inner = p.inner;
   int64_t out_row = out_sizes[dim] * inner;
   size_t es = element_size(dtype);
   int64_t start = 0;
@@ -103,23 +74,7 @@ Tensor cat_cpu(const std::vector<Tensor>& tensors, int64_t dim) {
 }
 
 Tensor stack_cpu(const std::vector<Tensor>& tensors, int64_t dim) {
-  GRAFT_CHECK(!tensors.empty(), "stack: expected a non-empty list of tensors");
-  for (size_t i = 0; i < tensors.size(); ++i) {
-    GRAFT_CHECK(tensors[i].defined(), "stack: tensor number ", i, " in the list is undefined");
-    GRAFT_CHECK(tensors[i].sizes() == tensors[0].sizes(), "stack: expects each tensor to be equal size, but got ",
-                shape_str(tensors[0].sizes()), " at entry 0 and ", shape_str(tensors[i].sizes()), " at entry ", i);
-  }
-  int64_t nd = tensors[0].dim();
-  dim = wrap_dim(dim, nd + 1, "stack");
-  // Unsqueezed views of the inputs, concatenated along the new dim.
-  std::vector<Tensor> views;
-  views.reserve(tensors.size());
-  for (const Tensor& t : tensors) {
-    Shape sz = t.sizes(), st = t.strides();
-    sz.insert(sz.begin() + dim, 1);
-    st.insert(st.begin() + dim, dim < nd ? sz[dim + 1] * st[dim] : 1);
-    views.push_back(make_view(t, sz, st, t.storage_offset()));
-  }
+  std::vector<Tensor> views = stack_views(tensors, dim);
   return cat_cpu(views, dim);
 }
 
@@ -180,37 +135,11 @@ std::vector<Tensor> chunk_k(const Tensor& self, int64_t chunks, int64_t dim) {
 
 // Constant padding: pads = (before_last, after_last, before_second_last, ...). Negative pads crop.
 Tensor pad_cpu(const Tensor& self, const Shape& pads, double value) {
-  check_defined(self, "pad", "self");
-  int64_t nd = self.dim(), npairs = static_cast<int64_t>(pads.size()) / 2;
-  GRAFT_CHECK(pads.size() % 2 == 0, "pad: padding length must be even (pairs of before/after), got ",
-              shape_str(pads));
-  GRAFT_CHECK(npairs <= nd, "pad: padding ", shape_str(pads), " has ", npairs, " pairs but the input ",
-              describe(self), " has only ", nd, " dimensions");
-  Shape out_sizes = self.sizes();
-  // Region of the input kept, and where it lands in the output.
-  Shape in_start(nd, 0), out_start(nd, 0), len = self.sizes();
-  bool any_positive = false;
-  for (int64_t p = 0; p < npairs; ++p) {
-    int64_t d = nd - 1 - p, before = pads[2 * p], after = pads[2 * p + 1];
-    int64_t size = self.sizes()[d] + before + after;
-    GRAFT_CHECK(size >= 0, "pad: padding (", before, ", ", after, ") of dimension ", d, " with size ",
-                self.sizes()[d], " gives a negative output size ", size);
-    out_sizes[d] = size;
-    in_start[d] = std::max<int64_t>(0, -before);
-    out_start[d] = std::max<int64_t>(0, before);
-    len[d] = std::max<int64_t>(0, self.sizes()[d] - in_start[d] - std::max<int64_t>(0, -after));
-    len[d] = std::min(len[d], size);
-    any_positive = any_positive || before > 0 || after > 0;
-  }
-  Tensor out = new_tensor(out_sizes, self.dtype(), self.device());
-  if (any_positive) fill_cpu(out, Scalar(value));
-  if (shape_numel(len) == 0) return out;
-  int64_t in_off = self.storage_offset(), out_off = 0;
-  for (int64_t d = 0; d < nd; ++d) {
-    in_off += in_start[d] * self.strides()[d];
-    out_off += out_start[d] * out.strides()[d];
-  }
-  parallel_copy(make_view(out, len, out.strides(), out_off), make_view(self, len, self.strides(), in_off));
+  PadPlan p = plan_pad(self, pads);
+  Tensor out = new_tensor(p.out_sizes, self.dtype(), self.device());
+  if (p.fill) fill_cpu(out, Scalar(value));
+  if (shape_numel(p.len) == 0) return out;
+  parallel_copy(make_view(out, p.len, out.strides(), p.out_offset), make_view(self, p.len, self.strides(), p.in_offset));
   return out;
 }
 

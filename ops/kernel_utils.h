@@ -48,6 +48,19 @@ Tensor contiguous_cpu(const Tensor& t, DType dtype);  // t itself when already c
 inline Tensor contiguous_cpu(const Tensor& t) { return contiguous_cpu(t, t.dtype()); }
 Tensor fill_cpu(const Tensor& self, Scalar value);
 
+// The undispatched, device-local copy under the shared TensorIterator (dtype conversion, overlap
+// copies) and every kernel's "make this contiguous": dst = src read broadcast to dst's shape and
+// converted to dst's dtype. src may overlap dst only by lying exactly on it. CPU is built in; a
+// device backend installs its copy when it loads (cuda/elementwise_cuda.cpp), so nothing in ops/
+// includes a device header, and nothing here goes through the dispatcher (a dispatch mode never
+// sees a nested clone, on any device).
+using DeviceCopyFn = void (*)(const Tensor& dst, const Tensor& src);
+void set_device_copy(DeviceType type, DeviceCopyFn fn);
+void device_copy(const Tensor& dst, const Tensor& src);
+// A contiguous copy of t in `dtype` on t's device, or t itself when it already is one.
+Tensor contiguous_as(const Tensor& t, DType dtype);
+inline Tensor contiguous_as(const Tensor& t) { return contiguous_as(t, t.dtype()); }
+
 // Checks.
 void check_defined(const Tensor& t, const char* op, const char* arg);
 void check_floating(const Tensor& t, const char* op);

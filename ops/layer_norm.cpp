@@ -13,6 +13,7 @@
 #include <cmath>
 
 #include "ops/kernel_utils.h"
+#include "ops/layer_norm_plan.h"
 #include "ops/ops.h"
 #include "runtime/dispatcher.h"
 #include "runtime/parallel.h"
@@ -20,40 +21,6 @@
 namespace graft {
 namespace kernels {
 namespace {
-
-struct NormLayout {
-  int64_t M = 1, N = 1;
-  Shape leading;
-};
-
-NormLayout check_layer_norm_args(const Tensor& x, const Shape& ns, const Tensor& weight, const Tensor& bias,
-                                 const char* op) {
-  check_defined(x, op, "input");
-  check_floating(x, op);
-  int64_t k = static_cast<int64_t>(ns.size());
-  GRAFT_CHECK(k >= 1, op, ": normalized_shape must have at least one dim, got ", shape_str(ns));
-  bool match = x.dim() >= k && std::equal(ns.begin(), ns.end(), x.sizes().end() - k);
-  GRAFT_CHECK(match, op, ": normalized_shape ", shape_str(ns), " does not match the trailing dims of input of shape ",
-              shape_str(x.sizes()));
-  NormLayout l;
-  for (int64_t i = 0; i < x.dim(); ++i) {
-    if (i < x.dim() - k) {
-      l.M *= x.size(i);
-      l.leading.push_back(x.size(i));
-    } else {
-      l.N *= x.size(i);
-    }
-  }
-  for (const auto* t : {&weight, &bias}) {
-    if (!t->defined()) continue;
-    const char* name = t == &weight ? "weight" : "bias";
-    GRAFT_CHECK(t->sizes() == ns, op, ": expected ", name, " of shape ", shape_str(ns), " (normalized_shape), got ",
-                describe(*t));
-    GRAFT_CHECK(t->dtype() == x.dtype(), op, ": ", name, " ", describe(*t), " must have the dtype of input ",
-                describe(x));
-  }
-  return l;
-}
 
 template <class T>
 const T* ptr_or_null(const Tensor& t) {
@@ -90,7 +57,7 @@ void layer_norm_forward(const T* x, const T* w, const T* b, T* y, T* mean, T* rs
 
 std::vector<Tensor> layer_norm_cpu(const Tensor& x, const Shape& normalized_shape, Tensor weight, Tensor bias,
                                    double eps) {
-  NormLayout l = check_layer_norm_args(x, normalized_shape, weight, bias, "layer_norm");
+  NormLayout l = plan_layer_norm(x, normalized_shape, weight, bias, "layer_norm");
   Tensor xc = contiguous_cpu(x);
   Tensor wc = weight.defined() ? contiguous_cpu(weight) : Tensor();
   Tensor bc = bias.defined() ? contiguous_cpu(bias) : Tensor();
@@ -159,14 +126,7 @@ void layer_norm_backward_rows(const T* dy, const T* x, const T* mean, const T* r
 std::vector<Tensor> layer_norm_backward_cpu(const Tensor& grad_out, const Tensor& x, const Shape& normalized_shape,
                                             const Tensor& mean, const Tensor& rstd, Tensor weight, Tensor bias) {
   const char* op = "layer_norm_backward";
-  NormLayout l = check_layer_norm_args(x, normalized_shape, weight, bias, op);
-  check_defined(grad_out, op, "grad_output");
-  check_defined(mean, op, "mean");
-  check_defined(rstd, op, "rstd");
-  GRAFT_CHECK(grad_out.sizes() == x.sizes(), op, ": grad_output ", describe(grad_out), " does not match input ",
-              describe(x));
-  GRAFT_CHECK(mean.numel() == l.M && rstd.numel() == l.M, op, ": expected mean and rstd with ", l.M,
-              " elements (the leading dims ", shape_str(l.leading), "), got ", describe(mean), " and ", describe(rstd));
+  NormLayout l = plan_layer_norm_backward(grad_out, x, normalized_shape, mean, rstd, weight, bias, op);
   DType dt = x.dtype();
   Tensor dyc = contiguous_cpu(grad_out, dt), xc = contiguous_cpu(x);
   Tensor mc = contiguous_cpu(mean, dt), rc = contiguous_cpu(rstd, dt);

@@ -1,10 +1,7 @@
-// Losses: nll_loss (+ backward), cross_entropy (log_softmax, then nll or the label-smoothed /
-// probability-target loss below) and mse_loss. PyTorch's semantics throughout:
-// - log_probs is [C] (target 0-d), [N, C] (target [N]) or [N, C, d...] (target [N, d...]).
-// - A target equal to ignore_index contributes neither loss nor weight; any other target outside
-//   [0, C) is an error.
-// - "mean" divides by the summed weights of the counted targets (their count without weights), so
-//   a batch that ignores everything gives NaN, as in PyTorch.
+// Losses on the CPU: nll_loss (+ backward), cross_entropy (log_softmax, then nll or the
+// label-smoothed / probability-target loss below) and mse_loss. Checks, shapes and semantics are
+// the shared plan's (ops/softmax_loss_plan.h); this file is the arithmetic. A batch that ignores
+// every target gives NaN under "mean", as in PyTorch.
 // Sums run in fixed pieces of kGrainSize elements added in order, so the result does not depend
 // on the thread count. Errors found inside a piece are recorded and thrown after the parallel
 // region (an exception must not cross an OpenMP region).
@@ -13,6 +10,7 @@
 #include <limits>
 
 #include "ops/kernel_utils.h"
+#include "ops/softmax_loss_plan.h"
 #include "ops/ops.h"
 #include "runtime/dispatcher.h"
 #include "runtime/parallel.h"
@@ -20,54 +18,6 @@
 namespace graft {
 namespace kernels {
 namespace {
-
-enum class Reduction { None, Mean, Sum };
-
-Reduction parse_reduction(const std::string& r, const char* op) {
-  if (r == "mean") return Reduction::Mean;
-  if (r == "sum") return Reduction::Sum;
-  if (r == "none") return Reduction::None;
-  GRAFT_ERROR(op, ": reduction must be 'mean', 'sum' or 'none', got '", r, "'");
-}
-
-// log_probs as [N, C, S]: element (n, c, s) at (n * C + c) * S + s; target element (n, s) at n * S + s.
-struct ClassLayout {
-  int64_t N = 1, C = 1, S = 1;
-  Shape per_sample;  // shape of the unreduced loss: log_probs without the class dim
-};
-
-ClassLayout class_layout(const Tensor& lp, const char* op) {
-  check_floating(lp, op);
-  GRAFT_CHECK(lp.dim() >= 1, op, ": expected an input with a class dim (1-D or more), got ", describe(lp));
-  ClassLayout l;
-  if (lp.dim() == 1) {
-    l.C = lp.size(0);
-    return l;
-  }
-  l.N = lp.size(0);
-  l.C = lp.size(1);
-  l.per_sample.push_back(l.N);
-  for (int64_t i = 2; i < lp.dim(); ++i) {
-    l.S *= lp.size(i);
-    l.per_sample.push_back(lp.size(i));
-  }
-  return l;
-}
-
-void check_class_target(const Tensor& lp, const Tensor& target, const ClassLayout& l, const char* op) {
-  check_defined(target, op, "target");
-  GRAFT_CHECK(target.dtype() == kInt64, op, ": expected int64 class indices as target, got ", describe(target));
-  GRAFT_CHECK(target.sizes() == l.per_sample, op, ": expected target of shape ", shape_str(l.per_sample),
-              " for input of shape ", shape_str(lp.sizes()), ", got target of shape ", shape_str(target.sizes()));
-}
-
-void check_weight(const Tensor& weight, const Tensor& lp, const ClassLayout& l, const char* op) {
-  if (!weight.defined()) return;
-  GRAFT_CHECK(weight.dim() == 1 && weight.size(0) == l.C, op, ": expected a weight of shape [", l.C,
-              "] (one per class), got ", describe(weight));
-  GRAFT_CHECK(weight.dtype() == lp.dtype(), op, ": weight ", describe(weight), " must have the dtype of input ",
-              describe(lp));
-}
 
 // Splits [0, n) into fixed pieces and runs f(piece, begin, end) over them in parallel.
 template <class F>
@@ -88,19 +38,18 @@ struct Piece {
 // Throws for the first out-of-range target any piece found.
 void throw_bad_target(const std::vector<Piece>& parts, int64_t C, const char* op) {
   for (const Piece& p : parts)
-    GRAFT_CHECK(!p.bad, op, ": target ", p.bad_target, " is out of bounds: expected a class index in [0, ", C,
-                ") (C = ", C, ") or ignore_index");
+    if (p.bad) bad_class_target_error(p.bad_target, C, op);
 }
 
-Tensor finish_loss(const std::vector<Piece>& parts, Reduction red, DType dt, Device dev, Tensor none_out) {
-  if (red == Reduction::None) return none_out;
+Tensor finish_loss(const std::vector<Piece>& parts, LossReduction red, DType dt, Device dev, Tensor none_out) {
+  if (red == LossReduction::None) return none_out;
   double loss = 0, weight = 0;
   for (const Piece& p : parts) {
     loss += p.loss;
     weight += p.weight;
   }
   Tensor out = new_tensor({}, dt, dev);
-  double v = red == Reduction::Sum ? loss : loss / weight;
+  double v = red == LossReduction::Sum ? loss : loss / weight;
   dispatch_floating(dt, "loss", [&]<class T>() { *static_cast<T*>(out.data_ptr()) = static_cast<T>(v); });
   return out;
 }
@@ -108,14 +57,14 @@ Tensor finish_loss(const std::vector<Piece>& parts, Reduction red, DType dt, Dev
 // ---- nll_loss, optionally label-smoothed ----
 // loss_i = (1 - ls) * (-w[t] * lp[t]) + (ls / C) * (-sum_c w[c] * lp[c])     (ls = 0: plain nll)
 template <class T>
-Tensor class_index_loss(const Tensor& lp_in, const Tensor& target_in, const Tensor& weight_in, Reduction red,
-                        int64_t ignore_index, double ls, const ClassLayout& l, const char* op) {
+Tensor class_index_loss(const Tensor& lp_in, const Tensor& target_in, const Tensor& weight_in, LossReduction red,
+                        int64_t ignore_index, double ls, const ClassLossPlan& l, const char* op) {
   Tensor lpc = contiguous_cpu(lp_in), tc = contiguous_cpu(target_in);
   Tensor wc = weight_in.defined() ? contiguous_cpu(weight_in) : Tensor();
   const T* lp = static_cast<const T*>(lpc.data_ptr());
   const int64_t* tg = static_cast<const int64_t*>(tc.data_ptr());
   const T* w = wc.defined() ? static_cast<const T*>(wc.data_ptr()) : nullptr;
-  Tensor none_out = red == Reduction::None ? new_tensor(l.per_sample, lp_in.dtype(), lp_in.device()) : Tensor();
+  Tensor none_out = red == LossReduction::None ? new_tensor(l.per_sample, lp_in.dtype(), lp_in.device()) : Tensor();
   T* no = none_out.defined() ? static_cast<T*>(none_out.data_ptr()) : nullptr;
   int64_t C = l.C, S = l.S;
   std::vector<Piece> parts(static_cast<size_t>(std::max<int64_t>(1, (l.N * S + kGrainSize - 1) / kGrainSize)));
@@ -152,13 +101,9 @@ Tensor class_index_loss(const Tensor& lp_in, const Tensor& target_in, const Tens
 Tensor nll_loss_cpu(const Tensor& lp, const Tensor& target, Tensor weight, const std::string& reduction,
                     int64_t ignore_index) {
   const char* op = "nll_loss";
-  check_defined(lp, op, "input");
-  Reduction red = parse_reduction(reduction, op);
-  ClassLayout l = class_layout(lp, op);
-  check_class_target(lp, target, l, op);
-  check_weight(weight, lp, l, op);
+  ClassLossPlan l = plan_nll_loss(lp, target, weight, reduction, op);
   return dispatch_floating(lp.dtype(), op, [&]<class T>() {
-    return class_index_loss<T>(lp, target, weight, red, ignore_index, 0.0, l, op);
+    return class_index_loss<T>(lp, target, weight, l.reduction, ignore_index, 0.0, l, op);
   });
 }
 
@@ -167,18 +112,8 @@ Tensor nll_loss_cpu(const Tensor& lp, const Tensor& target, Tensor weight, const
 Tensor nll_loss_backward_cpu(const Tensor& grad_out, const Tensor& lp, const Tensor& target, Tensor weight,
                              const std::string& reduction, int64_t ignore_index) {
   const char* op = "nll_loss_backward";
-  check_defined(grad_out, op, "grad_output");
-  check_defined(lp, op, "input");
-  Reduction red = parse_reduction(reduction, op);
-  ClassLayout l = class_layout(lp, op);
-  check_class_target(lp, target, l, op);
-  check_weight(weight, lp, l, op);
-  if (red == Reduction::None)
-    GRAFT_CHECK(grad_out.sizes() == l.per_sample, op, ": expected grad_output of shape ", shape_str(l.per_sample),
-                " (reduction 'none'), got ", describe(grad_out));
-  else
-    GRAFT_CHECK(grad_out.numel() == 1, op, ": expected a single-element grad_output for reduction '", reduction,
-                "', got ", describe(grad_out));
+  ClassLossPlan l = plan_nll_loss_backward(grad_out, lp, target, weight, reduction, op);
+  LossReduction red = l.reduction;
   Tensor gx = new_tensor(lp.sizes(), lp.dtype(), lp.device());
   dispatch_floating(lp.dtype(), op, [&]<class T>() {
     T* gxp = static_cast<T*>(gx.data_ptr());
@@ -208,13 +143,13 @@ Tensor nll_loss_backward_cpu(const Tensor& grad_out, const Tensor& lp, const Ten
     throw_bad_target(parts, C, op);
     double total = 0;
     for (const Piece& p : parts) total += p.weight;
-    double scale = red == Reduction::Mean ? 1.0 / total : 1.0;
+    double scale = red == LossReduction::Mean ? 1.0 / total : 1.0;
     // Pass 2: scatter. Each (n, s) writes its own element, so pieces never collide.
     run_pieces(M, [&](int64_t, int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i) {
         int64_t t = tg[i];
         if (t == ignore_index) continue;
-        double gi = static_cast<double>(red == Reduction::None ? g[i] : g[0]) * scale;
+        double gi = static_cast<double>(red == LossReduction::None ? g[i] : g[0]) * scale;
         gxp[(i / S) * C * S + t * S + i % S] = static_cast<T>(-(w ? static_cast<double>(w[t]) : 1.0) * gi);
       }
     });
@@ -227,14 +162,14 @@ Tensor nll_loss_backward_cpu(const Tensor& grad_out, const Tensor& lp, const Ten
 // Probability targets (same shape as log_probs): loss_i = -sum_c w[c] * y'[c] * lp[c], with
 // y' = (1 - ls) * y + ls / C. "mean" divides by the number of samples N * S, as PyTorch.
 template <class T>
-Tensor probability_loss(const Tensor& lp_in, const Tensor& target_in, const Tensor& weight_in, Reduction red,
-                        double ls, const ClassLayout& l) {
+Tensor probability_loss(const Tensor& lp_in, const Tensor& target_in, const Tensor& weight_in, LossReduction red,
+                        double ls, const ClassLossPlan& l) {
   Tensor lpc = contiguous_cpu(lp_in), tc = contiguous_cpu(target_in, lp_in.dtype());
   Tensor wc = weight_in.defined() ? contiguous_cpu(weight_in) : Tensor();
   const T* lp = static_cast<const T*>(lpc.data_ptr());
   const T* y = static_cast<const T*>(tc.data_ptr());
   const T* w = wc.defined() ? static_cast<const T*>(wc.data_ptr()) : nullptr;
-  Tensor none_out = red == Reduction::None ? new_tensor(l.per_sample, lp_in.dtype(), lp_in.device()) : Tensor();
+  Tensor none_out = red == LossReduction::None ? new_tensor(l.per_sample, lp_in.dtype(), lp_in.device()) : Tensor();
   T* no = none_out.defined() ? static_cast<T*>(none_out.data_ptr()) : nullptr;
   int64_t C = l.C, S = l.S;
   std::vector<Piece> parts(static_cast<size_t>(std::max<int64_t>(1, (l.N * S + kGrainSize - 1) / kGrainSize)));
@@ -261,23 +196,13 @@ Tensor probability_loss(const Tensor& lp_in, const Tensor& target_in, const Tens
 Tensor cross_entropy_log_probs_cpu(const Tensor& lp, const Tensor& target, Tensor weight,
                                    const std::string& reduction, int64_t ignore_index, double label_smoothing) {
   const char* op = "cross_entropy";
-  check_defined(lp, op, "input");
-  check_defined(target, op, "target");
-  Reduction red = parse_reduction(reduction, op);
-  ClassLayout l = class_layout(lp, op);
-  check_weight(weight, lp, l, op);
-  GRAFT_CHECK(label_smoothing >= 0 && label_smoothing <= 1, op, ": label_smoothing must be in [0, 1], got ",
-              label_smoothing);
-  if (is_floating(target.dtype())) {
-    GRAFT_CHECK(target.sizes() == lp.sizes(), op, ": probability targets must have the input's shape ",
-                shape_str(lp.sizes()), ", got ", describe(target));
-    GRAFT_CHECK(ignore_index < 0, op, ": ignore_index is only supported for class-index targets, not for ",
-                describe(target));
+  ClassLossPlan l = plan_cross_entropy(lp, target, weight, reduction, ignore_index, label_smoothing, op);
+  LossReduction red = l.reduction;
+  if (l.probability_targets) {
     return dispatch_floating(lp.dtype(), op, [&]<class T>() {
       return probability_loss<T>(lp, target, weight, red, label_smoothing, l);
     });
   }
-  check_class_target(lp, target, l, op);
   return dispatch_floating(lp.dtype(), op, [&]<class T>() {
     return class_index_loss<T>(lp, target, weight, red, ignore_index, label_smoothing, l, op);
   });
@@ -287,17 +212,12 @@ Tensor cross_entropy_log_probs_cpu(const Tensor& lp, const Tensor& target, Tenso
 
 Tensor mse_loss_cpu(const Tensor& input, const Tensor& target, const std::string& reduction) {
   const char* op = "mse_loss";
-  check_defined(input, op, "input");
-  check_defined(target, op, "target");
-  Reduction red = parse_reduction(reduction, op);
-  GRAFT_CHECK(input.sizes() == target.sizes(), op, ": input of shape ", shape_str(input.sizes()),
-              " and target of shape ", shape_str(target.sizes()), " must have the same shape");
-  GRAFT_CHECK(is_floating(input.dtype()) && is_floating(target.dtype()), op,
-              ": expected floating point input and target, got ", describe(input), " and ", describe(target));
-  DType dt = promote_types(input.dtype(), target.dtype());
+  MseLossPlan plan = plan_mse_loss(input, target, reduction, op);
+  LossReduction red = plan.reduction;
+  DType dt = plan.dtype;
   Tensor a = contiguous_cpu(input, dt), b = contiguous_cpu(target, dt);
   int64_t n = input.numel();
-  Tensor none_out = red == Reduction::None ? new_tensor(input.sizes(), dt, input.device()) : Tensor();
+  Tensor none_out = red == LossReduction::None ? new_tensor(input.sizes(), dt, input.device()) : Tensor();
   std::vector<Piece> parts(static_cast<size_t>(std::max<int64_t>(1, (n + kGrainSize - 1) / kGrainSize)));
   dispatch_floating(dt, op, [&]<class T>() {
     const T* x = static_cast<const T*>(a.data_ptr());

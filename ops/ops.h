@@ -1,7 +1,7 @@
 #pragma once
 // graft::ops: the dispatched op library. Each function boxes its arguments and goes through the
 // dispatcher (modes, then the device kernel). These calls record no autograd history: the public
-// functions in autograd/functions.h wrap them and add it.
+// functions in autograd/functional.h wrap them and add it.
 //
 // Schema conventions (see runtime/op_schema.h): in-place ops end in '_' and write `self`; views
 // alias `self`. Reductions take `dims` (empty = all dims) and `keepdim`.

@@ -104,9 +104,7 @@ void max_pool_fwd(const PoolParams& p, const T* x, T* y, int64_t* ind) {
 Tensor max_pool2d_impl(const Tensor& input, const Shape& kernel, const Shape& stride, const Shape& padding,
                        const Shape& dilation, bool ceil_mode, Tensor* ind) {
   const char* op = "max_pool2d";
-  check_defined(input, op, "input");
-  GRAFT_CHECK(input.dtype() != kBool, op, ": not implemented for bool tensors (", describe(input), ")");
-  PoolParams p = pool_params(op, input.sizes(), kernel, stride, padding, dilation, ceil_mode);
+  PoolParams p = plan_max_pool2d(input, kernel, stride, padding, dilation, ceil_mode);
   Tensor out = new_tensor(p.output_sizes(), input.dtype(), input.device());
   if (ind) *ind = new_tensor(p.output_sizes(), kInt64, input.device());
   Tensor x = contiguous_cpu(input);
@@ -133,22 +131,8 @@ Tensor max_pool2d_cpu(const Tensor& input, const Shape& kernel, const Shape& str
 // grad_input[plane][indices[o]] += grad_out[o]  (windows may overlap, so positions accumulate)
 Tensor max_pool2d_backward_cpu(const Tensor& grad_out, const Tensor& input, const Tensor& indices) {
   const char* op = "max_pool2d_backward";
-  check_defined(grad_out, op, "grad_out");
-  check_defined(input, op, "input");
-  check_defined(indices, op, "indices");
-  check_floating(grad_out, op);
-  check_index_dtype(indices, op);
-  GRAFT_CHECK(input.dim() == 3 || input.dim() == 4, op, ": expected a 3-D or 4-D input, got ",
-              shape_str(input.sizes()));
-  GRAFT_CHECK(grad_out.sizes() == indices.sizes(), op, ": grad_out ", shape_str(grad_out.sizes()),
-              " and indices ", shape_str(indices.sizes()), " must have the same shape");
-  GRAFT_CHECK(grad_out.dim() == input.dim() && std::equal(input.sizes().begin(), input.sizes().end() - 2,
-                                                          grad_out.sizes().begin()),
-              op, ": grad_out ", shape_str(grad_out.sizes()), " does not match input ", shape_str(input.sizes()),
-              " in its leading (batch and channel) dims");
-  int64_t nd = input.dim(), H = input.size(nd - 2), W = input.size(nd - 1);
-  int64_t planes = shape_numel(Shape(input.sizes().begin(), input.sizes().end() - 2));
-  int64_t per_out = grad_out.size(nd - 2) * grad_out.size(nd - 1), per_in = H * W;
+  MaxPoolBackwardPlan mp = plan_max_pool2d_backward(grad_out, input, indices);
+  int64_t planes = mp.planes, per_out = mp.per_out, per_in = mp.per_in;
   Tensor gi = new_tensor(input.sizes(), grad_out.dtype(), grad_out.device());
   Tensor go = contiguous_cpu(grad_out), ix = contiguous_cpu(indices);
   // Checked after the loop: an exception cannot leave a parallel region.
@@ -177,8 +161,7 @@ Tensor max_pool2d_backward_cpu(const Tensor& grad_out, const Tensor& input, cons
       }
     });
   });
-  GRAFT_CHECK(!any_bad.load(), op, ": index ", bad.load(), " is out of range for an input plane of ", H, " x ", W, " (input ",
-              shape_str(input.sizes()), ")");
+  if (any_bad.load()) max_pool_bad_index_error(bad.load(), mp, input);
   return gi;
 }
 
@@ -201,16 +184,10 @@ void for_each_avg_window(const PoolParams& p, bool count_include_pad, F&& f) {
   }
 }
 
-void check_avg_input(const Tensor& t, const char* op, const char* arg) {
-  check_defined(t, op, arg);
-  GRAFT_CHECK(is_floating(t.dtype()), op, ": expected a float32 or float64 ", arg, ", got ", describe(t));
-}
-
 Tensor avg_pool2d_cpu(const Tensor& input, const Shape& kernel, const Shape& stride, const Shape& padding,
                       bool ceil_mode, bool count_include_pad) {
   const char* op = "avg_pool2d";
-  check_avg_input(input, op, "input");
-  PoolParams p = pool_params(op, input.sizes(), kernel, stride, padding, {1, 1}, ceil_mode);
+  PoolParams p = plan_avg_pool2d(input, kernel, stride, padding, ceil_mode);
   Tensor out = new_tensor(p.output_sizes(), input.dtype(), input.device());
   Tensor x = contiguous_cpu(input);
   dispatch_floating(input.dtype(), op, [&]<class T>() {
@@ -241,11 +218,7 @@ Tensor avg_pool2d_cpu(const Tensor& input, const Shape& kernel, const Shape& str
 Tensor avg_pool2d_backward_cpu(const Tensor& grad_out, const Tensor& input, const Shape& kernel, const Shape& stride,
                                const Shape& padding, bool ceil_mode, bool count_include_pad) {
   const char* op = "avg_pool2d_backward";
-  check_avg_input(grad_out, op, "grad_out");
-  check_defined(input, op, "input");
-  PoolParams p = pool_params(op, input.sizes(), kernel, stride, padding, {1, 1}, ceil_mode);
-  GRAFT_CHECK(grad_out.sizes() == p.output_sizes(), op, ": expected grad_out of shape ", shape_str(p.output_sizes()),
-              " (the output for input ", shape_str(input.sizes()), "), got ", shape_str(grad_out.sizes()));
+  PoolParams p = plan_avg_pool2d_backward(grad_out, input, kernel, stride, padding, ceil_mode);
   Tensor gi = new_tensor(input.sizes(), grad_out.dtype(), grad_out.device());
   Tensor go = contiguous_cpu(grad_out);
   dispatch_floating(grad_out.dtype(), op, [&]<class T>() {

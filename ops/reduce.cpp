@@ -26,6 +26,7 @@
 #include <type_traits>
 
 #include "ops/kernel_utils.h"
+#include "ops/reduce_plan.h"
 #include "ops/ops.h"
 #include "runtime/dispatcher.h"
 #include "runtime/parallel.h"
@@ -44,87 +45,10 @@ inline bool is_nan(T v) {
 
 // ---- layout ----
 
-// The result of resolving `dims` against x: which dims are reduced, the output shape, and the
-// reduction as n_out rows of len elements.
-struct ReduceLayout {
-  std::vector<char> reduced;  // per input dim
-  Shape out_sizes;
-  int64_t n_out = 1;
-  int64_t len = 1;
-};
-
-// dims empty = every dim. Negative dims wrap; a dim named twice is an error (as PyTorch).
-ReduceLayout plan_reduction(const Tensor& x, const Shape& dims, bool keepdim, const char* op) {
-  int64_t nd = x.dim();
-  ReduceLayout p;
-  p.reduced.assign(static_cast<size_t>(nd), dims.empty() ? 1 : 0);
-  for (int64_t d : dims) {
-    int64_t w = wrap_dim(d, nd, op);
-    if (nd == 0) continue;  // dim 0 / -1 of a 0-d tensor names the scalar itself
-    GRAFT_CHECK(!p.reduced[w], op, ": dim ", w, " appears multiple times in the list of dims ", shape_str(dims));
-    p.reduced[w] = 1;
-  }
-  for (int64_t i = 0; i < nd; ++i) {
-    int64_t s = x.size(i);
-    if (p.reduced[i]) {
-      p.len *= s;
-      if (keepdim) p.out_sizes.push_back(1);
-    } else {
-      p.n_out *= s;
-      p.out_sizes.push_back(s);
-    }
-  }
-  return p;
-}
-
-// Ops with no identity (max, argmax, ...) cannot reduce an empty dim.
-void check_nonempty_reduction(const Tensor& x, const ReduceLayout& p, const char* op) {
-  if (p.len != 0) return;
-  for (int64_t i = 0; i < x.dim(); ++i)
-    GRAFT_CHECK(!(p.reduced[i] && x.size(i) == 0), op, ": expected reduction dim ", i,
-                " to have non-zero size (input ", describe(x), ")");
-}
-
 // x's storage seen with other sizes/strides: no dispatch, no copy.
 Tensor restrided(const Tensor& x, Shape sizes, Shape strides) {
   return Tensor(std::make_shared<TensorImpl>(x.impl()->storage(), x.dtype(), std::move(sizes), std::move(strides),
                                              x.storage_offset()));
-}
-
-// x's dims reordered: kept dims first (reduced_first = false) or reduced dims first.
-void reordered(const Tensor& x, const ReduceLayout& p, bool reduced_first, Shape& sizes, Shape& strides) {
-  sizes.clear();
-  strides.clear();
-  for (int pass = 0; pass < 2; ++pass) {
-    bool want_reduced = (pass == 0) == reduced_first;
-    for (int64_t i = 0; i < x.dim(); ++i) {
-      if (static_cast<bool>(p.reduced[i]) != want_reduced) continue;
-      sizes.push_back(x.size(i));
-      strides.push_back(x.stride(i));
-    }
-  }
-}
-
-// sizes/strides of x's dims in this order: kept dims before the first reduced dim, reduced dims,
-// the other kept dims. With no kept dim after a reduced one this is [n_out, len].
-void blocked_order(const Tensor& x, const ReduceLayout& p, Shape& sizes, Shape& strides, int64_t& outer,
-                   int64_t& inner) {
-  int64_t nd = x.dim(), first = nd;
-  for (int64_t i = 0; i < nd; ++i)
-    if (p.reduced[i]) {
-      first = i;
-      break;
-    }
-  outer = inner = 1;
-  for (int pass = 0; pass < 3; ++pass)
-    for (int64_t i = 0; i < nd; ++i) {
-      bool take = pass == 0 ? !p.reduced[i] && i < first : pass == 1 ? p.reduced[i] : !p.reduced[i] && i > first;
-      if (!take) continue;
-      sizes.push_back(x.size(i));
-      strides.push_back(x.stride(i));
-      if (pass == 0) outer *= x.size(i);
-      if (pass == 2) inner *= x.size(i);
-    }
 }
 
 enum class Path { Rows, Blocked, Copy };
@@ -329,15 +253,11 @@ Tensor sum_impl(const Tensor& x, const Shape& dims, bool keepdim, DType out_dtyp
 }
 
 Tensor sum_cpu(const Tensor& x, const Shape& dims, bool keepdim, std::optional<DType> dtype) {
-  check_defined(x, "sum", "self");
-  DType out = dtype.value_or(is_floating(x.dtype()) ? x.dtype() : kInt64);
-  return sum_impl(x, dims, keepdim, out, false, "sum");
+  return sum_impl(x, dims, keepdim, sum_dtype(x, dtype), false, "sum");
 }
 
 Tensor mean_cpu(const Tensor& x, const Shape& dims, bool keepdim) {
-  check_defined(x, "mean", "self");
-  GRAFT_CHECK(is_floating(x.dtype()), "mean: expected a floating point input, got ", describe(x),
-              " (cast integer tensors to a floating dtype first, as in PyTorch)");
+  check_mean(x);
   return sum_impl(x, dims, keepdim, x.dtype(), true, "mean");
 }
 

@@ -10,6 +10,7 @@
 #include <limits>
 
 #include "ops/kernel_utils.h"
+#include "ops/softmax_loss_plan.h"
 #include "ops/ops.h"
 #include "runtime/dispatcher.h"
 #include "runtime/parallel.h"
@@ -19,20 +20,6 @@ namespace kernels {
 namespace {
 
 constexpr int64_t kLanes = 64;
-
-struct DimSplit {
-  int64_t outer = 1, size = 1, inner = 1;
-};
-
-DimSplit split_at(const Tensor& x, int64_t dim) {
-  DimSplit s;
-  for (int64_t i = 0; i < x.dim(); ++i) {
-    if (i < dim) s.outer *= x.size(i);
-    else if (i == dim) s.size = x.size(i);
-    else s.inner *= x.size(i);
-  }
-  return s;
-}
 
 // Runs row(offset) for each contiguous row when inner == 1, else block(offset, width) for each
 // group of lanes; consecutive d are `inner` elements apart.
@@ -108,13 +95,10 @@ void softmax_block(const T* x, T* y, int64_t D, int64_t stride, int64_t W) {
 
 template <bool Log>
 Tensor softmax_impl(const Tensor& x, int64_t dim, const char* op) {
-  check_defined(x, op, "self");
-  check_floating(x, op);
-  int64_t d = wrap_dim(dim, x.dim(), op);
+  DimSplit s = plan_softmax(x, dim, op);
   Tensor in = contiguous_cpu(x);
   Tensor out = new_tensor(x.sizes(), x.dtype(), x.device());
   if (x.numel() == 0) return out;
-  DimSplit s = x.dim() == 0 ? DimSplit{} : split_at(x, d);
   dispatch_floating(x.dtype(), op, [&]<class T>() {
     const T* xp = static_cast<const T*>(in.data_ptr());
     T* yp = static_cast<T*>(out.data_ptr());
@@ -168,16 +152,10 @@ void softmax_backward_block(const T* g, const T* y, T* gx, int64_t D, int64_t st
 
 template <bool Log>
 Tensor softmax_backward_impl(const Tensor& grad, const Tensor& out, int64_t dim, const char* op) {
-  check_defined(grad, op, "grad_output");
-  check_defined(out, op, "output");
-  check_floating(out, op);
-  GRAFT_CHECK(grad.sizes() == out.sizes() && grad.dtype() == out.dtype(), op, ": grad_output ", describe(grad),
-              " does not match output ", describe(out));
-  int64_t d = wrap_dim(dim, out.dim(), op);
+  DimSplit s = plan_softmax_backward(grad, out, dim, op);
   Tensor g = contiguous_cpu(grad), y = contiguous_cpu(out);
   Tensor gx = new_tensor(out.sizes(), out.dtype(), out.device());
   if (out.numel() == 0) return gx;
-  DimSplit s = out.dim() == 0 ? DimSplit{} : split_at(out, d);
   dispatch_floating(out.dtype(), op, [&]<class T>() {
     const T* gp = static_cast<const T*>(g.data_ptr());
     const T* yp = static_cast<const T*>(y.data_ptr());

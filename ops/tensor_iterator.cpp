@@ -21,19 +21,21 @@ std::pair<const char*, const char*> memory_range(const Tensor& t) {
   return {lo + neg * es, lo + (neg + span) * es};
 }
 
+
+// On the operand's own device (device_copy), so one iterator serves every backend.
+Tensor fresh_copy(const Tensor& t) {
+  Tensor copy = new_tensor(t.sizes(), t.dtype(), t.device());
+  device_copy(copy, t);
+  return copy;
+}
+
+}  // namespace
+
 bool ranges_overlap(const Tensor& a, const Tensor& b) {
   auto [alo, ahi] = memory_range(a);
   auto [blo, bhi] = memory_range(b);
   return alo < bhi && blo < ahi;
 }
-
-Tensor fresh_copy(const Tensor& t) {
-  Tensor copy = new_tensor(t.sizes(), t.dtype(), t.device());
-  strided_copy(copy, t, t.strides());
-  return copy;
-}
-
-}  // namespace
 
 DType result_type(DType t, const Scalar& s) {
   auto category = [](DType d) { return d == kBool ? 0 : d == kInt64 ? 1 : 2; };
@@ -81,7 +83,7 @@ TensorIterator& TensorIterator::add_input(const Tensor& in) {
 TensorIterator& TensorIterator::add_input(const Tensor& in, DType as) {
   check_defined(in, op_, "input");
   if (in.dtype() == as) return add_input(in);
-  return add_input(contiguous_cpu(in, as));
+  return add_input(contiguous_as(in, as));
 }
 
 TensorIterator& TensorIterator::build(DType out_dtype) {
@@ -122,7 +124,7 @@ bool TensorIterator::try_flat(bool allocate, DType out_dtype) {
 }
 
 void TensorIterator::build_impl(bool allocate, DType out_dtype) {
-  GRAFT_CHECK(nops_ >= 2, op_, ": internal error: an elementwise op needs at least one input");
+  GRAFT_CHECK(nops_ >= 2 || !allocate, op_, ": internal error: an elementwise op needs at least one input");
   if (!allocate) check_no_internal_overlap(op_, ops_[0]);
   if (try_flat(allocate, out_dtype)) return;
 
@@ -157,9 +159,13 @@ void TensorIterator::build_impl(bool allocate, DType out_dtype) {
     ops_[0] = new_tensor(Shape(bshape, bshape + nd), out_dtype, ops_[1].device());
   } else {
     const Shape& os = ops_[0].sizes();
-    bool match = static_cast<int>(os.size()) == nd && std::equal(os.begin(), os.end(), bshape);
-    GRAFT_CHECK(match, op_, ": output with shape ", shape_str(os), " doesn't match the broadcast shape ",
-                shape_str(Shape(bshape, bshape + nd)));
+    if (nops_ == 1) {
+      std::copy(os.begin(), os.end(), bshape);  // the output alone (a fill): its own shape
+    } else {
+      bool match = static_cast<int>(os.size()) == nd && std::equal(os.begin(), os.end(), bshape);
+      GRAFT_CHECK(match, op_, ": output with shape ", shape_str(os), " doesn't match the broadcast shape ",
+                  shape_str(Shape(bshape, bshape + nd)));
+    }
     separate_overlapping_inputs();
   }
 

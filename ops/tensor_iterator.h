@@ -1,13 +1,17 @@
 #pragma once
-// TensorIterator: the loop driver under every CPU elementwise kernel (unary, binary, ternary,
-// comparisons, in-place updates).
+// TensorIterator: the one elementwise iteration plan for every device (unary, binary, ternary,
+// comparisons, fills, in-place updates). Argument checks, broadcasting, dtype conversion, overlap
+// separation and dim coalescing happen here once; a device supplies only the loop: the CPU runs
+// for_each(), CUDA turns shape()/stride()/data() into its kernels' geometry (cuda/elementwise_cuda.h).
+// The copies it makes go through kernels::device_copy, on the operands' own device.
 //
 // Use:
 //   TensorIterator it("add");
 //   it.add_input(a, kFloat32).add_input(b, kFloat32).build(kFloat32);   // allocates the output
 //   it.for_each(elementwise_loop<float, float, float>([](float x, float y) { return x + y; }));
 //   return it.output();
-// or, for an in-place op, `it.add_output(self).add_input(self).add_input(b).build()`.
+// or, for an in-place op, `it.add_output(self).add_input(self).add_input(b).build()`, or for a
+// fill, `it.add_output(self).build()` (no inputs: the output's own shape).
 //
 // Invariants:
 // - Operand 0 is the output; inputs follow in the order they were added (at most 3).
@@ -20,7 +24,8 @@
 // - An input that shares memory with the output but does not lie exactly on it (x.add_(x.t()),
 //   x.add_(x[0])) is replaced by a copy first, so a loop never reads what it already wrote.
 //   An input identical to the output (x.add_(x)) is read in place: elementwise loops read
-//   element i before writing element i.
+//   element i before writing element i. Overlap is judged on the byte range each operand can
+//   touch, negative strides included (a flipped view reaches below its data pointer).
 // - After build(), the iteration space has ndim() >= 1 dims, innermost first, with size-1 dims
 //   dropped and adjacent dims merged wherever every operand's strides allow it. When all operands
 //   are contiguous with one shape this is a single flat dim (the fast path; build() does no
@@ -81,6 +86,13 @@ class TensorIterator {
   const Tensor& input(int i) const { return ops_[1 + i]; }
   int64_t numel() const { return numel_; }
   int ndim() const { return ndim_; }
+  int noperands() const { return nops_; }
+  const char* op() const { return op_; }
+  // The coalesced plan, for devices that run their own loop: dim d (innermost first) has shape(d)
+  // elements; operand k's element at index i along d is stride(d, k) * i bytes further on.
+  int64_t shape(int d) const { return shape_[d]; }
+  int64_t stride(int d, int k) const { return strides_[d][k]; }
+  char* data(int k) const { return base_[k]; }
 
   // Runs `loop` over every element, splitting the flat range over threads when numel > grain.
   template <class Loop>
@@ -171,6 +183,9 @@ inline DType floating_result(DType t) { return is_floating(t) ? t : kFloat32; }
 bool can_cast(DType from, DType to);
 // "op: result type Float can't be cast to the desired output type Long"
 void check_inplace_cast(const char* op, DType result, const Tensor& self);
+// Whether the byte ranges two strided tensors can touch intersect (negative strides reach below
+// the data pointer; empty tensors touch nothing). Conservative: true does not mean an element is shared.
+bool ranges_overlap(const Tensor& a, const Tensor& b);
 // A written-to tensor must not be expanded: one address would receive several results.
 void check_no_internal_overlap(const char* op, const Tensor& out);
 

@@ -1,8 +1,6 @@
 // Elementwise unary ops and the fused derivative helpers of activations, on CPU.
 //
-// Dtype rules (PyTorch's): floating ops (exp, log, sin, sqrt, sigmoid, ...) on int64/bool give
-// float32; neg/abs/sign/relu keep the input dtype (neg and relu refuse bool); in-place versions
-// must be able to write their result type into self.
+// Checks and dtype rules are the shared plan's (ops/unary_plan.h); this file is the CPU's math.
 #include <cmath>
 #ifdef _OPENMP
 #include <omp.h>
@@ -15,6 +13,7 @@
 #include "ops/kernel_utils.h"
 #include "ops/ops.h"
 #include "ops/tensor_iterator.h"
+#include "ops/unary_plan.h"
 #include "runtime/dispatcher.h"
 
 namespace graft {
@@ -27,10 +26,8 @@ constexpr int64_t kMathGrain = kGrainSize / 4;
 // y = f(x) in floating point. `f` is a generic callable, instantiated for float and double.
 template <class F>
 Tensor floating_unary(const char* op, const Tensor& x, F f) {
-  check_defined(x, op, "self");
-  DType r = floating_result(x.dtype());
   TensorIterator it(op);
-  it.add_input(x, r).build(r);
+  DType r = build_floating_unary(it, x);
   dispatch_floating(r, op, [&]<class T>() {
     it.for_each(elementwise_loop<T, T>([f](T v) { return static_cast<T>(f(v)); }), kMathGrain);
   });
@@ -40,11 +37,9 @@ Tensor floating_unary(const char* op, const Tensor& x, F f) {
 // x = f(x): only floating tensors can hold a floating result.
 template <class F>
 Tensor floating_unary_(const char* op, const Tensor& x, F f) {
-  check_defined(x, op, "self");
-  check_inplace_cast(op, floating_result(x.dtype()), x);
   TensorIterator it(op);
-  it.add_output(x).add_input(x).build();
-  dispatch_floating(x.dtype(), op, [&]<class T>() {
+  DType r = build_floating_unary_inplace(it, x);
+  dispatch_floating(r, op, [&]<class T>() {
     it.for_each(elementwise_loop<T, T>([f](T v) { return static_cast<T>(f(v)); }), kMathGrain);
   });
   return x;
@@ -54,21 +49,12 @@ Tensor floating_unary_(const char* op, const Tensor& x, F f) {
 template <class F>
 Tensor same_dtype_unary(const char* op, const Tensor& x, const Tensor& out, F f) {
   TensorIterator it(op);
-  if (out.defined()) it.add_output(out).add_input(x).build();
-  else it.add_input(x).build(x.dtype());
+  build_same_dtype_unary(it, x, out);
   dispatch_dtype(x.dtype(), op, [&]<class T>() {
     it.for_each(elementwise_loop<T, T>([f](T v) { return static_cast<T>(f(v)); }));
   });
   return it.output();
 }
-
-void check_not_bool(const Tensor& x, const char* op, const char* hint) {
-  GRAFT_CHECK(x.dtype() != kBool, op, ": ", hint, " (got ", describe(x), ")");
-}
-
-constexpr const char* kNegBoolHint =
-    "negation, the `-` operator, on a bool tensor is not supported. If you are trying to invert a mask, use the "
-    "`~` or `logical_not()` operator instead";
 
 struct Neg {
   template <class T> T operator()(T v) const {
@@ -113,23 +99,19 @@ template <class T> T tanh_value(T v) {
 }
 
 Tensor neg_cpu(const Tensor& x) {
-  check_defined(x, "neg", "self");
-  check_not_bool(x, "neg", kNegBoolHint);
+  check_neg(x, "neg");
   return same_dtype_unary("neg", x, Tensor(), Neg{});
 }
-Tensor neg__cpu(const Tensor& x) {
-  check_defined(x, "neg_", "self");
-  check_not_bool(x, "neg_", kNegBoolHint);
+Tensor neg_inplace_cpu(const Tensor& x) {
+  check_neg(x, "neg_");
   return same_dtype_unary("neg_", x, x, Neg{});
 }
 Tensor relu_cpu(const Tensor& x) {
-  check_defined(x, "relu", "self");
-  check_not_bool(x, "relu", "not implemented for bool tensors");
+  check_relu(x, "relu");
   return same_dtype_unary("relu", x, Tensor(), Relu{});
 }
-Tensor relu__cpu(const Tensor& x) {
-  check_defined(x, "relu_", "self");
-  check_not_bool(x, "relu_", "not implemented for bool tensors");
+Tensor relu_inplace_cpu(const Tensor& x) {
+  check_relu(x, "relu_");
   return same_dtype_unary("relu_", x, x, Relu{});
 }
 Tensor abs_cpu(const Tensor& x) {
@@ -200,9 +182,9 @@ Tensor erf_cpu(const Tensor& x) { return floating_unary("erf", x, [](auto v) { r
 Tensor reciprocal_cpu(const Tensor& x) {
   return floating_unary("reciprocal", x, [](auto v) { return decltype(v)(1) / v; });
 }
-Tensor sin__cpu(const Tensor& x) { return floating_unary_("sin_", x, [](auto v) { return std::sin(v); }); }
-Tensor exp__cpu(const Tensor& x) { return floating_unary_("exp_", x, [](auto v) { return std::exp(v); }); }
-Tensor sqrt__cpu(const Tensor& x) { return floating_unary_("sqrt_", x, [](auto v) { return std::sqrt(v); }); }
+Tensor sin_inplace_cpu(const Tensor& x) { return floating_unary_("sin_", x, [](auto v) { return std::sin(v); }); }
+Tensor exp_inplace_cpu(const Tensor& x) { return floating_unary_("exp_", x, [](auto v) { return std::exp(v); }); }
+Tensor sqrt_inplace_cpu(const Tensor& x) { return floating_unary_("sqrt_", x, [](auto v) { return std::sqrt(v); }); }
 
 Tensor logical_not_cpu(const Tensor& x) {
   check_defined(x, "logical_not", "self");
@@ -374,11 +356,11 @@ GRAFT_KERNEL("reciprocal", CPU, reciprocal_cpu);
 GRAFT_KERNEL("gelu", CPU, gelu_cpu);
 GRAFT_KERNEL("pow.Tensor_Scalar", CPU, pow_scalar_cpu);
 GRAFT_KERNEL("logical_not", CPU, logical_not_cpu);
-GRAFT_KERNEL("sin_", CPU, sin__cpu);
-GRAFT_KERNEL("exp_", CPU, exp__cpu);
-GRAFT_KERNEL("relu_", CPU, relu__cpu);
-GRAFT_KERNEL("neg_", CPU, neg__cpu);
-GRAFT_KERNEL("sqrt_", CPU, sqrt__cpu);
+GRAFT_KERNEL("sin_", CPU, sin_inplace_cpu);
+GRAFT_KERNEL("exp_", CPU, exp_inplace_cpu);
+GRAFT_KERNEL("relu_", CPU, relu_inplace_cpu);
+GRAFT_KERNEL("neg_", CPU, neg_inplace_cpu);
+GRAFT_KERNEL("sqrt_", CPU, sqrt_inplace_cpu);
 GRAFT_KERNEL("threshold_backward", CPU, threshold_backward_cpu);
 GRAFT_KERNEL("gelu_backward", CPU, gelu_backward_cpu);
 GRAFT_KERNEL("sigmoid_backward", CPU, sigmoid_backward_cpu);

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 
+#include "ops/loss_reduction.h"
 #include "runtime/dtype.h"
 
 namespace graft::cuda {
@@ -24,7 +25,6 @@ void launch_softmax_forward(const void* x, void* y, DType dtype, bool log, int64
 void launch_softmax_backward(const void* g, const void* y, void* gx, DType dtype, bool log, int64_t outer, int64_t D,
                              int64_t inner, cudaStream_t stream);
 
-enum class LossReduction : int { None, Mean, Sum };
 
 // Doubles of device scratch every loss launcher below needs.
 inline constexpr int kLossBlocks = 256;

@@ -3,6 +3,8 @@
 // undone by the engine (it sums each gradient back to its input's shape).
 #include <cmath>
 #include <numbers>
+#include <optional>
+#include <string>
 
 #include "autograd/derivatives_util.h"
 
@@ -12,48 +14,60 @@ using namespace autograd::rules;
 
 namespace {
 
-Tensor S(OpNode& n, size_t i) { return n.saved_tensor(i); }
 Tensor zero_where_not(const Tensor& g, const Tensor& mask) { return graft::where(mask, g, graft::zeros_like(g)); }
 
+// ---------------- what the rules keep ----------------
+struct SavedX { SavedVariable x; };  // the input
+struct SavedY { SavedVariable y; };  // the output
+struct GeluSaved { std::string approximate; SavedVariable x; };
+struct PowScalarSaved { double exponent = 1; SavedVariable x; };
+struct ClampSaved { std::optional<double> min, max; SavedVariable x; };
+struct AlphaSaved { double alpha = 1; };     // a + alpha*b, a - alpha*b
+struct ScalarSaved { double value = 1; };    // a * value, a / value
+struct BinarySaved { SavedVariable a, b; };  // undefined where the other side needs no gradient
+struct PowSaved { SavedVariable a, b, y; };
+struct WhereSaved { SavedVariable cond; };
+struct MaskSaved { SavedVariable mask; };
+
 // ---------------- the table ----------------
-variable_list d_neg(OpNode&, const variable_list& g) { return {-g[0]}; }
-variable_list d_exp(OpNode& n, const variable_list& g) { return {g[0] * S(n, 0)}; }               // y
-variable_list d_log(OpNode& n, const variable_list& g) { return {g[0] / S(n, 0)}; }               // x
-variable_list d_sin(OpNode& n, const variable_list& g) { return {g[0] * graft::cos(S(n, 0))}; }   // x
-variable_list d_cos(OpNode& n, const variable_list& g) { return {-(g[0] * graft::sin(S(n, 0)))}; }
-variable_list d_tanh(OpNode& n, const variable_list& g) {  // y: g * (1 - y^2)
-  Tensor y = S(n, 0);
+variable_list d_neg(OpNode&, NoSaved&, const variable_list& g) { return {-g[0]}; }
+variable_list d_exp(OpNode& n, SavedY& s, const variable_list& g) { return {g[0] * n.unpack(s.y)}; }
+variable_list d_log(OpNode& n, SavedX& s, const variable_list& g) { return {g[0] / n.unpack(s.x)}; }
+variable_list d_sin(OpNode& n, SavedX& s, const variable_list& g) { return {g[0] * graft::cos(n.unpack(s.x))}; }
+variable_list d_cos(OpNode& n, SavedX& s, const variable_list& g) { return {-(g[0] * graft::sin(n.unpack(s.x)))}; }
+variable_list d_tanh(OpNode& n, SavedY& s, const variable_list& g) {  // g * (1 - y^2)
+  Tensor y = n.unpack(s.y);
   return {building_graph() ? g[0] * (1 - y * y) : ops::tanh_backward(g[0], y)};
 }
-variable_list d_sigmoid(OpNode& n, const variable_list& g) {  // y: g * y * (1 - y)
-  Tensor y = S(n, 0);
+variable_list d_sigmoid(OpNode& n, SavedY& s, const variable_list& g) {  // g * y * (1 - y)
+  Tensor y = n.unpack(s.y);
   return {building_graph() ? g[0] * y * (1 - y) : ops::sigmoid_backward(g[0], y)};
 }
-variable_list d_relu(OpNode& n, const variable_list& g) {  // y: g * (y > 0)
-  Tensor y = S(n, 0);
+variable_list d_relu(OpNode& n, SavedY& s, const variable_list& g) {  // g * (y > 0)
+  Tensor y = n.unpack(s.y);
   return {building_graph() ? zero_where_not(g[0], ops::gt(y, 0)) : ops::threshold_backward(g[0], y, 0)};
 }
-variable_list d_sqrt(OpNode& n, const variable_list& g) { return {g[0] / (2 * S(n, 0))}; }  // y
-variable_list d_rsqrt(OpNode& n, const variable_list& g) {  // y: -g * y^3 / 2
-  Tensor y = S(n, 0);
+variable_list d_sqrt(OpNode& n, SavedY& s, const variable_list& g) { return {g[0] / (2 * n.unpack(s.y))}; }
+variable_list d_rsqrt(OpNode& n, SavedY& s, const variable_list& g) {  // -g * y^3 / 2
+  Tensor y = n.unpack(s.y);
   return {g[0] * y * y * y * -0.5};
 }
-variable_list d_abs(OpNode& n, const variable_list& g) { return {g[0] * graft::sign(S(n, 0))}; }
-variable_list d_sign(OpNode&, const variable_list& g) { return {graft::zeros_like(g[0])}; }
-variable_list d_log1p(OpNode& n, const variable_list& g) { return {g[0] / (S(n, 0) + 1)}; }
-variable_list d_expm1(OpNode& n, const variable_list& g) { return {g[0] * (S(n, 0) + 1)}; }  // y
-variable_list d_erf(OpNode& n, const variable_list& g) {  // x: g * 2/sqrt(pi) * exp(-x^2)
-  Tensor x = S(n, 0);
+variable_list d_abs(OpNode& n, SavedX& s, const variable_list& g) { return {g[0] * graft::sign(n.unpack(s.x))}; }
+variable_list d_sign(OpNode&, NoSaved&, const variable_list& g) { return {graft::zeros_like(g[0])}; }
+variable_list d_log1p(OpNode& n, SavedX& s, const variable_list& g) { return {g[0] / (n.unpack(s.x) + 1)}; }
+variable_list d_expm1(OpNode& n, SavedY& s, const variable_list& g) { return {g[0] * (n.unpack(s.y) + 1)}; }
+variable_list d_erf(OpNode& n, SavedX& s, const variable_list& g) {  // g * 2/sqrt(pi) * exp(-x^2)
+  Tensor x = n.unpack(s.x);
   return {g[0] * graft::exp(-(x * x)) * (2.0 / std::sqrt(std::numbers::pi))};
 }
-variable_list d_reciprocal(OpNode& n, const variable_list& g) {  // y: -g * y^2
-  Tensor y = S(n, 0);
+variable_list d_reciprocal(OpNode& n, SavedY& s, const variable_list& g) {  // -g * y^2
+  Tensor y = n.unpack(s.y);
   return {-(g[0] * y * y)};
 }
-variable_list d_gelu(OpNode& n, const variable_list& g) {  // x
-  Tensor x = S(n, 0);
-  if (!building_graph()) return {ops::gelu_backward(g[0], x, n.str)};
-  if (n.str == "tanh") {
+variable_list d_gelu(OpNode& n, GeluSaved& s, const variable_list& g) {
+  Tensor x = n.unpack(s.x);
+  if (!building_graph()) return {ops::gelu_backward(g[0], x, s.approximate)};
+  if (s.approximate == "tanh") {
     const double k = std::sqrt(2.0 / std::numbers::pi), c = 0.044715;
     Tensor t = graft::tanh((x + x * x * x * c) * k);
     Tensor d = (t + 1) * 0.5 + x * (1 - t * t) * (x * x * (3 * c) + 1) * (0.5 * k);
@@ -63,94 +77,107 @@ variable_list d_gelu(OpNode& n, const variable_list& g) {  // x
   Tensor pdf = graft::exp(x * x * -0.5) * (1.0 / std::sqrt(2 * std::numbers::pi));
   return {g[0] * (cdf + x * pdf)};
 }
-variable_list d_pow_scalar(OpNode& n, const variable_list& g) {  // x, exponent s: g * s * x^(s-1)
-  double s = n.real;
-  if (s == 0) return {graft::zeros_like(g[0])};
-  return {g[0] * graft::pow(S(n, 0), s - 1) * s};
+variable_list d_pow_scalar(OpNode& n, PowScalarSaved& s, const variable_list& g) {  // g * e * x^(e-1)
+  if (s.exponent == 0) return {graft::zeros_like(g[0])};
+  return {g[0] * graft::pow(n.unpack(s.x), s.exponent - 1) * s.exponent};
 }
-variable_list d_clamp(OpNode& n, const variable_list& g) {  // x: g where min <= x <= max
-  Tensor x = S(n, 0);
+variable_list d_clamp(OpNode& n, ClampSaved& s, const variable_list& g) {  // g where min <= x <= max
+  Tensor x = n.unpack(s.x);
   Tensor mask = ops::ones(x.sizes(), kBool, x.device());
-  if (n.ints[0]) mask = ops::logical_and(mask, ops::ge(x, n.real));
-  if (n.ints[1]) mask = ops::logical_and(mask, ops::le(x, n.real2));
+  if (s.min) mask = ops::logical_and(mask, ops::ge(x, *s.min));
+  if (s.max) mask = ops::logical_and(mask, ops::le(x, *s.max));
   return {zero_where_not(g[0], mask)};
 }
 
-variable_list d_add(OpNode& n, const variable_list& g) {  // a + alpha*b
-  return {g[0], n.needs(1) ? (n.real == 1 ? g[0] : g[0] * n.real) : Tensor()};
+variable_list d_add(OpNode& n, AlphaSaved& s, const variable_list& g) {  // a + alpha*b
+  return {g[0], n.needs(1) ? (s.alpha == 1 ? g[0] : g[0] * s.alpha) : Tensor()};
 }
-variable_list d_sub(OpNode& n, const variable_list& g) {  // a - alpha*b
-  return {g[0], n.needs(1) ? g[0] * -n.real : Tensor()};
+variable_list d_sub(OpNode& n, AlphaSaved& s, const variable_list& g) {  // a - alpha*b
+  return {g[0], n.needs(1) ? g[0] * -s.alpha : Tensor()};
 }
-variable_list d_add_scalar(OpNode&, const variable_list& g) { return {g[0]}; }
-variable_list d_mul(OpNode& n, const variable_list& g) {  // a, b
-  return {n.needs(0) ? g[0] * S(n, 1) : Tensor(), n.needs(1) ? g[0] * S(n, 0) : Tensor()};
+variable_list d_add_scalar(OpNode&, NoSaved&, const variable_list& g) { return {g[0]}; }
+variable_list d_mul(OpNode& n, BinarySaved& s, const variable_list& g) {
+  return {n.needs(0) ? g[0] * n.unpack(s.b) : Tensor(), n.needs(1) ? g[0] * n.unpack(s.a) : Tensor()};
 }
-variable_list d_mul_scalar(OpNode& n, const variable_list& g) { return {g[0] * n.real}; }
-variable_list d_div(OpNode& n, const variable_list& g) {  // a, b: g/b, -g*a/b^2
-  Tensor b = S(n, 1);
-  return {n.needs(0) ? g[0] / b : Tensor(), n.needs(1) ? -(g[0] * S(n, 0)) / (b * b) : Tensor()};
+variable_list d_mul_scalar(OpNode&, ScalarSaved& s, const variable_list& g) { return {g[0] * s.value}; }
+variable_list d_div(OpNode& n, BinarySaved& s, const variable_list& g) {  // g/b, -g*a/b^2
+  Tensor b = n.unpack(s.b);
+  return {n.needs(0) ? g[0] / b : Tensor(), n.needs(1) ? -(g[0] * n.unpack(s.a)) / (b * b) : Tensor()};
 }
-variable_list d_div_scalar(OpNode& n, const variable_list& g) { return {g[0] * (1.0 / n.real)}; }
-variable_list d_pow(OpNode& n, const variable_list& g) {  // a, b, y: g*b*a^(b-1), g*y*log(a) (0 where a == 0)
-  Tensor a = S(n, 0), b = S(n, 1);
+variable_list d_div_scalar(OpNode&, ScalarSaved& s, const variable_list& g) { return {g[0] * (1.0 / s.value)}; }
+variable_list d_pow(OpNode& n, PowSaved& s, const variable_list& g) {  // g*b*a^(b-1), g*y*log(a) (0 where a == 0)
+  Tensor a = n.unpack(s.a), b = n.unpack(s.b);
   Tensor ga, gb;
   if (n.needs(0)) ga = g[0] * b * graft::pow(a, b - 1);
   if (n.needs(1)) {
-    Tensor y = S(n, 2);
+    Tensor y = n.unpack(s.y);
     gb = graft::where(ops::eq(a, 0), graft::zeros_like(y), g[0] * y * graft::log(a));
   }
   return {ga, gb};
 }
 // Ties split the gradient evenly, as PyTorch's maximum/minimum.
-variable_list d_maximum(OpNode& n, const variable_list& g) {
-  Tensor a = S(n, 0), b = S(n, 1);
+variable_list d_maximum(OpNode& n, BinarySaved& s, const variable_list& g) {
+  Tensor a = n.unpack(s.a), b = n.unpack(s.b);
   Tensor half = g[0] * 0.5, zero = graft::zeros_like(g[0]);
   Tensor tie = ops::eq(a, b);
   return {n.needs(0) ? graft::where(ops::gt(a, b), g[0], graft::where(tie, half, zero)) : Tensor(),
           n.needs(1) ? graft::where(ops::gt(b, a), g[0], graft::where(tie, half, zero)) : Tensor()};
 }
-variable_list d_minimum(OpNode& n, const variable_list& g) {
-  Tensor a = S(n, 0), b = S(n, 1);
+variable_list d_minimum(OpNode& n, BinarySaved& s, const variable_list& g) {
+  Tensor a = n.unpack(s.a), b = n.unpack(s.b);
   Tensor half = g[0] * 0.5, zero = graft::zeros_like(g[0]);
   Tensor tie = ops::eq(a, b);
   return {n.needs(0) ? graft::where(ops::lt(a, b), g[0], graft::where(tie, half, zero)) : Tensor(),
           n.needs(1) ? graft::where(ops::lt(b, a), g[0], graft::where(tie, half, zero)) : Tensor()};
 }
-variable_list d_where(OpNode& n, const variable_list& g) {  // cond, a, b
-  Tensor c = S(n, 0), zero = graft::zeros_like(g[0]);
+variable_list d_where(OpNode& n, WhereSaved& s, const variable_list& g) {  // cond, a, b
+  Tensor c = n.unpack(s.cond), zero = graft::zeros_like(g[0]);
   return {Tensor(), n.needs(1) ? graft::where(c, g[0], zero) : Tensor(),
           n.needs(2) ? graft::where(c, zero, g[0]) : Tensor()};
 }
-variable_list d_masked_fill(OpNode& n, const variable_list& g) {  // x, mask
-  return {graft::masked_fill(g[0], S(n, 0), 0), Tensor()};
+variable_list d_masked_fill(OpNode& n, MaskSaved& s, const variable_list& g) {  // x, mask
+  return {graft::masked_fill(g[0], n.unpack(s.mask), 0), Tensor()};
 }
 // In-place ops whose result no longer depends on the old value pass nothing back to it.
-variable_list d_overwrite(OpNode&, const variable_list&) { return {Tensor()}; }
-variable_list d_copy(OpNode& n, const variable_list& g) {  // dst, src
+variable_list d_overwrite(OpNode&, NoSaved&, const variable_list&) { return {Tensor()}; }
+variable_list d_copy(OpNode& n, NoSaved&, const variable_list& g) {  // dst, src
   return {Tensor(), n.needs(1) ? graft::to(g[0], n.inputs[1].device) : Tensor()};
 }
 
 // ---------------- forward wrappers ----------------
-enum class Keep { Input, Output };
-
+// A unary op keeps its input, its output or nothing: the rule's Saved type says which.
 template <Tensor (*Op)(const Tensor&)>
-Tensor unary(const char* name, BackwardFn fn, const Tensor& x, Keep keep) {
+Tensor unary(const char* name, Rule<SavedX> rule, const Tensor& x) {
   Tensor y = Op(x);
-  if (auto n = record_op(name, fn, {&x})) {
+  if (auto n = record_op(name, rule, {&x})) {
     set_output(n, y);
-    if (keep == Keep::Input) n->save(x);
-    else n->save(y, true);
+    n->save(n->saved.x, x);
   }
   return y;
 }
+template <Tensor (*Op)(const Tensor&)>
+Tensor unary(const char* name, Rule<SavedY> rule, const Tensor& x) {
+  Tensor y = Op(x);
+  if (auto n = record_op(name, rule, {&x})) {
+    set_output(n, y);
+    n->save(n->saved.y, y, true);
+  }
+  return y;
+}
+template <Tensor (*Op)(const Tensor&)>
+Tensor unary(const char* name, Rule<NoSaved> rule, const Tensor& x) {
+  Tensor y = Op(x);
+  if (auto n = record_op(name, rule, {&x})) set_output(n, y);
+  return y;
+}
 
-// In-place wrapper: records `fn` against the old history of `self`, runs the kernel, then rebases.
-template <class Kernel, class Save>
-Tensor& inplace(const char* op, const char* name, BackwardFn fn, Tensor& self, std::initializer_list<const Tensor*> ins,
-                Kernel&& kernel, Save&& save_before) {
+// In-place wrapper: records `rule` against the old history of `self`, lets `save_before` fill the
+// node (it sees the old value of self), runs the kernel, then rebases.
+template <class Saved, class Kernel, class Save>
+Tensor& inplace(const char* op, const char* name, Rule<Saved> rule, Tensor& self,
+                std::initializer_list<const Tensor*> ins, Kernel&& kernel, Save&& save_before) {
   check_inplace(self, op);
-  auto n = record_op(name, fn, ins);
+  auto n = record_op(name, rule, ins);
   if (n) save_before(*n);
   kernel();
   if (n) {
@@ -159,33 +186,34 @@ Tensor& inplace(const char* op, const char* name, BackwardFn fn, Tensor& self, s
   }
   return self;
 }
+constexpr auto nothing = [](auto&) {};
 
 }  // namespace
 
-Tensor neg(const Tensor& x) { return unary<ops::neg>("NegBackward", d_neg, x, Keep::Input); }
-Tensor exp(const Tensor& x) { return unary<ops::exp>("ExpBackward", d_exp, x, Keep::Output); }
-Tensor log(const Tensor& x) { return unary<ops::log>("LogBackward", d_log, x, Keep::Input); }
-Tensor sin(const Tensor& x) { return unary<ops::sin>("SinBackward", d_sin, x, Keep::Input); }
-Tensor cos(const Tensor& x) { return unary<ops::cos>("CosBackward", d_cos, x, Keep::Input); }
-Tensor tanh(const Tensor& x) { return unary<ops::tanh>("TanhBackward", d_tanh, x, Keep::Output); }
-Tensor sigmoid(const Tensor& x) { return unary<ops::sigmoid>("SigmoidBackward", d_sigmoid, x, Keep::Output); }
-Tensor relu(const Tensor& x) { return unary<ops::relu>("ReluBackward", d_relu, x, Keep::Output); }
-Tensor sqrt(const Tensor& x) { return unary<ops::sqrt>("SqrtBackward", d_sqrt, x, Keep::Output); }
-Tensor rsqrt(const Tensor& x) { return unary<ops::rsqrt>("RsqrtBackward", d_rsqrt, x, Keep::Output); }
-Tensor abs(const Tensor& x) { return unary<ops::abs>("AbsBackward", d_abs, x, Keep::Input); }
-Tensor sign(const Tensor& x) { return unary<ops::sign>("SignBackward", d_sign, x, Keep::Input); }
-Tensor log1p(const Tensor& x) { return unary<ops::log1p>("Log1pBackward", d_log1p, x, Keep::Input); }
-Tensor expm1(const Tensor& x) { return unary<ops::expm1>("Expm1Backward", d_expm1, x, Keep::Output); }
-Tensor erf(const Tensor& x) { return unary<ops::erf>("ErfBackward", d_erf, x, Keep::Input); }
+Tensor neg(const Tensor& x) { return unary<ops::neg>("NegBackward", d_neg, x); }
+Tensor exp(const Tensor& x) { return unary<ops::exp>("ExpBackward", d_exp, x); }
+Tensor log(const Tensor& x) { return unary<ops::log>("LogBackward", d_log, x); }
+Tensor sin(const Tensor& x) { return unary<ops::sin>("SinBackward", d_sin, x); }
+Tensor cos(const Tensor& x) { return unary<ops::cos>("CosBackward", d_cos, x); }
+Tensor tanh(const Tensor& x) { return unary<ops::tanh>("TanhBackward", d_tanh, x); }
+Tensor sigmoid(const Tensor& x) { return unary<ops::sigmoid>("SigmoidBackward", d_sigmoid, x); }
+Tensor relu(const Tensor& x) { return unary<ops::relu>("ReluBackward", d_relu, x); }
+Tensor sqrt(const Tensor& x) { return unary<ops::sqrt>("SqrtBackward", d_sqrt, x); }
+Tensor rsqrt(const Tensor& x) { return unary<ops::rsqrt>("RsqrtBackward", d_rsqrt, x); }
+Tensor abs(const Tensor& x) { return unary<ops::abs>("AbsBackward", d_abs, x); }
+Tensor sign(const Tensor& x) { return unary<ops::sign>("SignBackward", d_sign, x); }
+Tensor log1p(const Tensor& x) { return unary<ops::log1p>("Log1pBackward", d_log1p, x); }
+Tensor expm1(const Tensor& x) { return unary<ops::expm1>("Expm1Backward", d_expm1, x); }
+Tensor erf(const Tensor& x) { return unary<ops::erf>("ErfBackward", d_erf, x); }
 Tensor reciprocal(const Tensor& x) {
-  return unary<ops::reciprocal>("ReciprocalBackward", d_reciprocal, x, Keep::Output);
+  return unary<ops::reciprocal>("ReciprocalBackward", d_reciprocal, x);
 }
 Tensor gelu(const Tensor& x, const std::string& approximate) {
   Tensor y = ops::gelu(x, approximate);
   if (auto n = record_op("GeluBackward", d_gelu, {&x})) {
     set_output(n, y);
-    n->save(x);
-    n->str = approximate;
+    n->saved.approximate = approximate;
+    n->save(n->saved.x, x);
   }
   return y;
 }
@@ -193,8 +221,8 @@ Tensor pow(const Tensor& x, Scalar e) {
   Tensor y = ops::pow(x, e);
   if (auto n = record_op("PowBackward", d_pow_scalar, {&x})) {
     set_output(n, y);
-    n->save(x);
-    n->real = e.to_double();
+    n->saved.exponent = e.to_double();
+    n->save(n->saved.x, x);
   }
   return y;
 }
@@ -202,10 +230,9 @@ Tensor clamp(const Tensor& x, std::optional<Scalar> lo, std::optional<Scalar> hi
   Tensor y = ops::clamp(x, lo, hi);
   if (auto n = record_op("ClampBackward", d_clamp, {&x})) {
     set_output(n, y);
-    n->save(x);
-    n->ints = {lo.has_value(), hi.has_value()};
-    n->real = lo ? lo->to_double() : 0;
-    n->real2 = hi ? hi->to_double() : 0;
+    n->saved.min = lo ? std::optional<double>(lo->to_double()) : std::nullopt;
+    n->saved.max = hi ? std::optional<double>(hi->to_double()) : std::nullopt;
+    n->save(n->saved.x, x);
   }
   return y;
 }
@@ -214,7 +241,7 @@ Tensor add(const Tensor& a, const Tensor& b, Scalar alpha) {
   Tensor y = ops::add(a, b, alpha);
   if (auto n = record_op("AddBackward", d_add, {&a, &b})) {
     set_output(n, y);
-    n->real = alpha.to_double();
+    n->saved.alpha = alpha.to_double();
   }
   return y;
 }
@@ -227,7 +254,7 @@ Tensor sub(const Tensor& a, const Tensor& b, Scalar alpha) {
   Tensor y = ops::sub(a, b, alpha);
   if (auto n = record_op("SubBackward", d_sub, {&a, &b})) {
     set_output(n, y);
-    n->real = alpha.to_double();
+    n->saved.alpha = alpha.to_double();
   }
   return y;
 }
@@ -240,8 +267,8 @@ Tensor mul(const Tensor& a, const Tensor& b) {
   Tensor y = ops::mul(a, b);
   if (auto n = record_op("MulBackward", d_mul, {&a, &b})) {
     set_output(n, y);
-    n->save(n->has_edge(1) ? a : Tensor());
-    n->save(n->has_edge(0) ? b : Tensor());
+    n->save(n->saved.a, n->has_edge(1) ? a : Tensor());
+    n->save(n->saved.b, n->has_edge(0) ? b : Tensor());
   }
   return y;
 }
@@ -249,7 +276,7 @@ Tensor mul(const Tensor& a, Scalar b) {
   Tensor y = ops::mul(a, b);
   if (auto n = record_op("MulBackward", d_mul_scalar, {&a})) {
     set_output(n, y);
-    n->real = b.to_double();
+    n->saved.value = b.to_double();
   }
   return y;
 }
@@ -257,8 +284,8 @@ Tensor div(const Tensor& a, const Tensor& b) {
   Tensor y = ops::div(a, b);
   if (auto n = record_op("DivBackward", d_div, {&a, &b})) {
     set_output(n, y);
-    n->save(n->has_edge(1) ? a : Tensor());
-    n->save(b);
+    n->save(n->saved.a, n->has_edge(1) ? a : Tensor());
+    n->save(n->saved.b, b);
   }
   return y;
 }
@@ -266,7 +293,7 @@ Tensor div(const Tensor& a, Scalar b) {
   Tensor y = ops::div(a, b);
   if (auto n = record_op("DivBackward", d_div_scalar, {&a})) {
     set_output(n, y);
-    n->real = b.to_double();
+    n->saved.value = b.to_double();
   }
   return y;
 }
@@ -274,9 +301,9 @@ Tensor pow(const Tensor& a, const Tensor& b) {
   Tensor y = ops::pow(a, b);
   if (auto n = record_op("PowBackward", d_pow, {&a, &b})) {
     set_output(n, y);
-    n->save(a);
-    n->save(b);
-    n->save(n->has_edge(1) ? y : Tensor(), true);
+    n->save(n->saved.a, a);
+    n->save(n->saved.b, b);
+    n->save(n->saved.y, n->has_edge(1) ? y : Tensor(), true);
   }
   return y;
 }
@@ -284,8 +311,8 @@ Tensor maximum(const Tensor& a, const Tensor& b) {
   Tensor y = ops::maximum(a, b);
   if (auto n = record_op("MaximumBackward", d_maximum, {&a, &b})) {
     set_output(n, y);
-    n->save(a);
-    n->save(b);
+    n->save(n->saved.a, a);
+    n->save(n->saved.b, b);
   }
   return y;
 }
@@ -293,8 +320,8 @@ Tensor minimum(const Tensor& a, const Tensor& b) {
   Tensor y = ops::minimum(a, b);
   if (auto n = record_op("MinimumBackward", d_minimum, {&a, &b})) {
     set_output(n, y);
-    n->save(a);
-    n->save(b);
+    n->save(n->saved.a, a);
+    n->save(n->saved.b, b);
   }
   return y;
 }
@@ -302,7 +329,7 @@ Tensor where(const Tensor& c, const Tensor& a, const Tensor& b) {
   Tensor y = ops::where(c, a, b);
   if (auto n = record_op("WhereBackward", d_where, {&c, &a, &b})) {
     set_output(n, y);
-    n->save(c);
+    n->save(n->saved.cond, c);
   }
   return y;
 }
@@ -310,7 +337,7 @@ Tensor masked_fill(const Tensor& x, const Tensor& m, Scalar v) {
   Tensor y = ops::masked_fill(x, m, v);
   if (auto n = record_op("MaskedFillBackward", d_masked_fill, {&x, &m})) {
     set_output(n, y);
-    n->save(m);
+    n->save(n->saved.mask, m);
   }
   return y;
 }
@@ -324,43 +351,43 @@ Tensor ne(const Tensor& a, const Tensor& b) { return ops::ne(a, b); }
 // ---------------- in-place ----------------
 Tensor& add_(Tensor& a, const Tensor& b, Scalar alpha) {
   return inplace("add_", "AddBackward", d_add, a, {&a, &b}, [&] { ops::add_(a, b, alpha); },
-                 [&](OpNode& n) { n.real = alpha.to_double(); });
+                 [&](auto& n) { n.saved.alpha = alpha.to_double(); });
 }
 Tensor& add_(Tensor& a, Scalar b) {
-  return inplace("add_", "AddBackward", d_add_scalar, a, {&a}, [&] { ops::add_(a, b); }, [](OpNode&) {});
+  return inplace("add_", "AddBackward", d_add_scalar, a, {&a}, [&] { ops::add_(a, b); }, nothing);
 }
 Tensor& sub_(Tensor& a, const Tensor& b, Scalar alpha) {
   return inplace("sub_", "SubBackward", d_sub, a, {&a, &b}, [&] { ops::sub_(a, b, alpha); },
-                 [&](OpNode& n) { n.real = alpha.to_double(); });
+                 [&](auto& n) { n.saved.alpha = alpha.to_double(); });
 }
 Tensor& sub_(Tensor& a, Scalar b) {
-  return inplace("sub_", "SubBackward", d_add_scalar, a, {&a}, [&] { ops::sub_(a, b); }, [](OpNode&) {});
+  return inplace("sub_", "SubBackward", d_add_scalar, a, {&a}, [&] { ops::sub_(a, b); }, nothing);
 }
 Tensor& mul_(Tensor& a, const Tensor& b) {
-  return inplace("mul_", "MulBackward", d_mul, a, {&a, &b}, [&] { ops::mul_(a, b); }, [&](OpNode& n) {
+  return inplace("mul_", "MulBackward", d_mul, a, {&a, &b}, [&] { ops::mul_(a, b); }, [&](auto& n) {
     // The old value of a, before the kernel overwrites it: a recorded clone, so that create_graph
     // differentiates through it.
-    n.save(n.has_edge(1) ? graft::clone(a) : Tensor());
-    n.save(n.has_edge(0) ? b : Tensor());
+    n.save(n.saved.a, n.has_edge(1) ? graft::clone(a) : Tensor());
+    n.save(n.saved.b, n.has_edge(0) ? b : Tensor());
   });
 }
 Tensor& mul_(Tensor& a, Scalar b) {
   return inplace("mul_", "MulBackward", d_mul_scalar, a, {&a}, [&] { ops::mul_(a, b); },
-                 [&](OpNode& n) { n.real = b.to_double(); });
+                 [&](auto& n) { n.saved.value = b.to_double(); });
 }
 Tensor& div_(Tensor& a, const Tensor& b) {
-  return inplace("div_", "DivBackward", d_div, a, {&a, &b}, [&] { ops::div_(a, b); }, [&](OpNode& n) {
-    n.save(n.has_edge(1) ? graft::clone(a) : Tensor());
-    n.save(b);
+  return inplace("div_", "DivBackward", d_div, a, {&a, &b}, [&] { ops::div_(a, b); }, [&](auto& n) {
+    n.save(n.saved.a, n.has_edge(1) ? graft::clone(a) : Tensor());
+    n.save(n.saved.b, b);
   });
 }
 Tensor& div_(Tensor& a, Scalar b) {
   return inplace("div_", "DivBackward", d_div_scalar, a, {&a}, [&] { ops::div_(a, b); },
-                 [&](OpNode& n) { n.real = b.to_double(); });
+                 [&](auto& n) { n.saved.value = b.to_double(); });
 }
 Tensor& sin_(Tensor& x) {
   return inplace("sin_", "SinBackward", d_sin, x, {&x}, [&] { ops::sin_(x); },
-                 [&](OpNode& n) { n.save(graft::clone(x)); });
+                 [&](auto& n) { n.save(n.saved.x, graft::clone(x)); });
 }
 Tensor& exp_(Tensor& x) {
   // exp's rule needs the result: saved after the kernel as a copy, marked as this node's output so
@@ -369,7 +396,7 @@ Tensor& exp_(Tensor& x) {
   auto n = record_op("ExpBackward", d_exp, {&x});
   ops::exp_(x);
   if (n) {
-    n->save(ops::clone(x), true);
+    n->save(n->saved.y, ops::clone(x), true);
     n->add_input_metadata(x);
     rebase_history(x, n);
   }
@@ -380,36 +407,35 @@ Tensor& relu_(Tensor& x) {
   auto n = record_op("ReluBackward", d_relu, {&x});
   ops::relu_(x);
   if (n) {
-    n->save(ops::clone(x));
+    n->save(n->saved.y, ops::clone(x));
     n->add_input_metadata(x);
     rebase_history(x, n);
   }
   return x;
 }
 Tensor& zero_(Tensor& x) {
-  return inplace("zero_", "ZeroBackward", d_overwrite, x, {&x}, [&] { ops::zero_(x); }, [](OpNode&) {});
+  return inplace("zero_", "ZeroBackward", d_overwrite, x, {&x}, [&] { ops::zero_(x); }, nothing);
 }
 Tensor& fill_(Tensor& x, Scalar v) {
-  return inplace("fill_", "FillBackward", d_overwrite, x, {&x}, [&] { ops::fill_(x, v); }, [](OpNode&) {});
+  return inplace("fill_", "FillBackward", d_overwrite, x, {&x}, [&] { ops::fill_(x, v); }, nothing);
 }
 Tensor& normal_(Tensor& x, double mean, double std) {
   return inplace("normal_", "NormalBackward", d_overwrite, x, {&x}, [&] { ops::normal_(x, mean, std); },
-                 [](OpNode&) {});
+                 nothing);
 }
 Tensor& uniform_(Tensor& x, double from, double to) {
   return inplace("uniform_", "UniformBackward", d_overwrite, x, {&x}, [&] { ops::uniform_(x, from, to); },
-                 [](OpNode&) {});
+                 nothing);
 }
 Tensor& copy_(Tensor& dst, const Tensor& src, bool non_blocking) {
   return inplace("copy_", "CopyBackwards", d_copy, dst, {&dst, &src}, [&] { ops::copy_(dst, src, non_blocking); },
-                 [](OpNode&) {});
+                 nothing);
 }
 Tensor& clamp_(Tensor& x, std::optional<Scalar> lo, std::optional<Scalar> hi) {
-  return inplace("clamp_", "ClampBackward", d_clamp, x, {&x}, [&] { ops::clamp_(x, lo, hi); }, [&](OpNode& n) {
-    n.save(ops::clone(x));
-    n.ints = {lo.has_value(), hi.has_value()};
-    n.real = lo ? lo->to_double() : 0;
-    n.real2 = hi ? hi->to_double() : 0;
+  return inplace("clamp_", "ClampBackward", d_clamp, x, {&x}, [&] { ops::clamp_(x, lo, hi); }, [&](auto& n) {
+    n.saved.min = lo ? std::optional<double>(lo->to_double()) : std::nullopt;
+    n.saved.max = hi ? std::optional<double>(hi->to_double()) : std::nullopt;
+    n.save(n.saved.x, ops::clone(x));
   });
 }
 

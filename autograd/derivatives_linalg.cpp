@@ -8,7 +8,21 @@ using namespace autograd::rules;
 
 namespace {
 
-Tensor S(OpNode& n, size_t i) { return n.saved_tensor(i); }
+// ---------------- what the rules keep ----------------
+// Matrix products keep each side only when the other side needs a gradient.
+struct ProductSaved { SavedVariable a, b; };
+struct LinearSaved { SavedVariable x, weight; };
+struct ConvSaved {
+  Shape stride, padding, dilation;  // two entries each
+  int64_t groups = 1;
+  SavedVariable x, weight;
+};
+struct MaxPoolSaved { SavedVariable x, indices; };
+struct AvgPoolSaved {
+  Shape kernel, stride, padding;  // two entries each
+  bool ceil_mode = false, count_include_pad = true;
+  SavedVariable x;
+};
 
 // The gradient of input i as the product l @ r. The node it flows to may take it straight into a
 // leaf's .grad (AccumulateGrad::accumulate_directly decides), so no weight-sized temporary exists.
@@ -20,26 +34,25 @@ Tensor product_grad(OpNode& n, size_t i, const Tensor& l, const Tensor& r) {
 }
 
 // ---------------- the table ----------------
-variable_list d_mm(OpNode& n, const variable_list& g) {  // a [n,k], b [k,m]: g b^T, a^T g
-  return {n.needs(0) ? product_grad(n, 0, g[0], S(n, 1).t()) : Tensor(),
-          n.needs(1) ? product_grad(n, 1, S(n, 0).t(), g[0]) : Tensor()};
+variable_list d_mm(OpNode& n, ProductSaved& s, const variable_list& g) {  // a [n,k], b [k,m]: g b^T, a^T g
+  return {n.needs(0) ? product_grad(n, 0, g[0], n.unpack(s.b).t()) : Tensor(),
+          n.needs(1) ? product_grad(n, 1, n.unpack(s.a).t(), g[0]) : Tensor()};
 }
-variable_list d_bmm(OpNode& n, const variable_list& g) {  // a [B,n,k], b [B,k,m]
-  return {n.needs(0) ? graft::bmm(g[0], graft::transpose(S(n, 1), 1, 2)) : Tensor(),
-          n.needs(1) ? graft::bmm(graft::transpose(S(n, 0), 1, 2), g[0]) : Tensor()};
+variable_list d_bmm(OpNode& n, ProductSaved& s, const variable_list& g) {  // a [B,n,k], b [B,k,m]
+  return {n.needs(0) ? graft::bmm(g[0], graft::transpose(n.unpack(s.b), 1, 2)) : Tensor(),
+          n.needs(1) ? graft::bmm(graft::transpose(n.unpack(s.a), 1, 2), g[0]) : Tensor()};
 }
-variable_list d_linear(OpNode& n, const variable_list& g) {  // x [N,in], w [out,in], b [out]: g w, g^T x, sum_N g
-  return {n.needs(0) ? graft::mm(g[0], S(n, 1)) : Tensor(), n.needs(1) ? product_grad(n, 1, g[0].t(), S(n, 0)) : Tensor(),
+// x [N,in], w [out,in], b [out]: g w, g^T x, sum_N g
+variable_list d_linear(OpNode& n, LinearSaved& s, const variable_list& g) {
+  return {n.needs(0) ? graft::mm(g[0], n.unpack(s.weight)) : Tensor(),
+          n.needs(1) ? product_grad(n, 1, g[0].t(), n.unpack(s.x)) : Tensor(),
           n.needs(2) ? graft::sum(g[0], {0}) : Tensor()};
 }
-variable_list d_conv2d(OpNode& n, const variable_list& g) {  // input, weight, bias
-  Tensor x = S(n, 0), w = S(n, 1);
-  Shape stride(n.ints.begin(), n.ints.begin() + 2), pad(n.ints.begin() + 2, n.ints.begin() + 4),
-      dil(n.ints.begin() + 4, n.ints.begin() + 6);
-  int64_t groups = n.ints[6];
+variable_list d_conv2d(OpNode& n, ConvSaved& s, const variable_list& g) {  // input, weight, bias
+  Tensor x = n.unpack(s.x), w = n.unpack(s.weight);
   Tensor gx, gw, gb;
-  if (n.needs(0)) gx = ops::conv2d_backward_input(g[0], x.sizes(), w, stride, pad, dil, groups);
-  if (n.needs(1)) gw = ops::conv2d_backward_weight(g[0], x, w.sizes(), stride, pad, dil, groups);
+  if (n.needs(0)) gx = ops::conv2d_backward_input(g[0], x.sizes(), w, s.stride, s.padding, s.dilation, s.groups);
+  if (n.needs(1)) gw = ops::conv2d_backward_weight(g[0], x, w.sizes(), s.stride, s.padding, s.dilation, s.groups);
   if (n.needs(2)) gb = graft::sum(g[0], x.dim() == 4 ? Shape{0, 2, 3} : Shape{1, 2});
   if (building_graph()) {
     gx = mark_not_twice_differentiable(gx, "Convolution", {&g[0], &w});
@@ -47,17 +60,14 @@ variable_list d_conv2d(OpNode& n, const variable_list& g) {  // input, weight, b
   }
   return {gx, gw, gb};
 }
-variable_list d_max_pool2d(OpNode& n, const variable_list& g) {  // input, indices
-  Tensor x = S(n, 0), idx = S(n, 1);
-  Tensor gx = ops::max_pool2d_backward(g[0], x, idx);
+variable_list d_max_pool2d(OpNode& n, MaxPoolSaved& s, const variable_list& g) {  // input
+  Tensor gx = ops::max_pool2d_backward(g[0], n.unpack(s.x), n.unpack(s.indices));
   if (building_graph()) gx = mark_not_twice_differentiable(gx, "MaxPool2DWithIndices", {&g[0]});
   return {gx};
 }
-variable_list d_avg_pool2d(OpNode& n, const variable_list& g) {  // input
-  Tensor x = S(n, 0);
-  Shape k(n.ints.begin(), n.ints.begin() + 2), s(n.ints.begin() + 2, n.ints.begin() + 4),
-      p(n.ints.begin() + 4, n.ints.begin() + 6);
-  Tensor gx = ops::avg_pool2d_backward(g[0], x, k, s, p, n.ints[6] != 0, n.ints[7] != 0);
+variable_list d_avg_pool2d(OpNode& n, AvgPoolSaved& s, const variable_list& g) {  // input
+  Tensor gx = ops::avg_pool2d_backward(g[0], n.unpack(s.x), s.kernel, s.stride, s.padding, s.ceil_mode,
+                                       s.count_include_pad);
   if (building_graph()) gx = mark_not_twice_differentiable(gx, "AvgPool2D", {&g[0]});
   return {gx};
 }
@@ -66,8 +76,8 @@ Tensor mm_impl(const Tensor& a, const Tensor& b) {
   Tensor y = ops::mm(a, b);
   if (auto n = record_op("MmBackward", d_mm, {&a, &b})) {
     set_output(n, y);
-    n->save(n->has_edge(1) ? a : Tensor());
-    n->save(n->has_edge(0) ? b : Tensor());
+    n->save(n->saved.a, n->has_edge(1) ? a : Tensor());
+    n->save(n->saved.b, n->has_edge(0) ? b : Tensor());
   }
   return y;
 }
@@ -80,8 +90,8 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
   Tensor y = ops::bmm(a, b);
   if (auto n = record_op("BmmBackward", d_bmm, {&a, &b})) {
     set_output(n, y);
-    n->save(n->has_edge(1) ? a : Tensor());
-    n->save(n->has_edge(0) ? b : Tensor());
+    n->save(n->saved.a, n->has_edge(1) ? a : Tensor());
+    n->save(n->saved.b, n->has_edge(0) ? b : Tensor());
   }
   return y;
 }
@@ -142,8 +152,8 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
   Tensor y = ops::linear(x, w, b);
   if (auto n = record_op("AddmmBackward", d_linear, {&x, &w, &b})) {
     set_output(n, y);
-    n->save(n->has_edge(1) ? x : Tensor());
-    n->save(n->has_edge(0) ? w : Tensor());
+    n->save(n->saved.x, n->has_edge(1) ? x : Tensor());
+    n->save(n->saved.weight, n->has_edge(0) ? w : Tensor());
   }
   return y;
 }
@@ -153,11 +163,13 @@ Tensor conv2d(const Tensor& in, const Tensor& w, const Tensor& b, const Shape& s
   Tensor y = ops::conv2d(in, w, b, s, p, d, groups);
   if (auto n = record_op("ConvolutionBackward", d_conv2d, {&in, &w, &b})) {
     set_output(n, y);
-    n->save(in);
-    n->save(w);
     auto two = [](const Shape& v) { return v.size() == 1 ? Shape{v[0], v[0]} : v; };
-    Shape s2 = two(s), p2 = two(p), d2 = two(d);
-    n->ints = {s2[0], s2[1], p2[0], p2[1], d2[0], d2[1], groups};
+    n->saved.stride = two(s);
+    n->saved.padding = two(p);
+    n->saved.dilation = two(d);
+    n->saved.groups = groups;
+    n->save(n->saved.x, in);
+    n->save(n->saved.weight, w);
   }
   return y;
 }
@@ -168,8 +180,8 @@ Tensor max_pool2d(const Tensor& in, const Shape& k, const Shape& s, const Shape&
   auto r = ops::max_pool2d_with_indices(in, k, s, p, d, c);
   if (auto n = record_op("MaxPool2DWithIndicesBackward", d_max_pool2d, {&in})) {
     set_output(n, r[0]);
-    n->save(in);
-    n->save(r[1]);
+    n->save(n->saved.x, in);
+    n->save(n->saved.indices, r[1]);
   }
   return r[0];
 }
@@ -178,10 +190,13 @@ Tensor avg_pool2d(const Tensor& in, const Shape& k, const Shape& s, const Shape&
   Tensor y = ops::avg_pool2d(in, k, s, p, c, cip);
   if (auto n = record_op("AvgPool2DBackward", d_avg_pool2d, {&in})) {
     set_output(n, y);
-    n->save(in);
     auto two = [](const Shape& v, const Shape& dflt) { return v.empty() ? dflt : (v.size() == 1 ? Shape{v[0], v[0]} : v); };
-    Shape k2 = two(k, k), s2 = two(s, k2), p2 = two(p, Shape{0, 0});
-    n->ints = {k2[0], k2[1], s2[0], s2[1], p2[0], p2[1], c ? 1 : 0, cip ? 1 : 0};
+    n->saved.kernel = two(k, k);
+    n->saved.stride = two(s, n->saved.kernel);
+    n->saved.padding = two(p, Shape{0, 0});
+    n->saved.ceil_mode = c;
+    n->saved.count_include_pad = cip;
+    n->save(n->saved.x, in);
   }
   return y;
 }

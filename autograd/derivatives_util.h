@@ -1,7 +1,8 @@
 #pragma once
 // Shared by the derivative tables (derivatives_*.cpp). A rule is a plain function
-//   variable_list d_op(OpNode& n, const variable_list& g)
-// returning the gradient of each forward input, written with the differentiable public ops so that
+//   variable_list d_op(OpNode& n, OpSaved& s, const variable_list& g)
+// where OpSaved is the rule's own struct of what the forward kept (see op_node.h), returning the
+// gradient of each forward input, written with the differentiable public ops so that
 // create_graph=true gives exact higher-order gradients. Where a fused kernel is faster, rules use it
 // only when grad mode is off (no higher-order graph is being built).
 #include <algorithm>

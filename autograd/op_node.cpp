@@ -7,7 +7,7 @@
 namespace graft::autograd {
 
 void OpNode::release_variables() {
-  for (auto& s : saved_) s.release();
+  for (SavedVariable* s : saved_) s->release();
 }
 
 bool OpNode::needs(size_t i) const {
@@ -17,47 +17,58 @@ bool OpNode::needs(size_t i) const {
   return will_engine_execute_node(next_edges_[i].function);
 }
 
-Tensor OpNode::saved_tensor(size_t i) {
-  return saved_.at(i).unpack(std::static_pointer_cast<Node>(shared_from_this()));
+void OpNode::save(SavedVariable& slot, const Tensor& t, bool is_output) {
+  slot = SavedVariable(t, is_output, this);
+  saved_.push_back(&slot);
+}
+
+Tensor OpNode::unpack(const SavedVariable& slot) { return slot.unpack(shared_from_this()); }
+
+namespace detail {
+
+bool should_record(const Tensor* const* inputs, size_t n) {
+  if (!is_grad_enabled()) return false;
+  for (size_t i = 0; i < n; ++i) {
+    const Tensor& t = *inputs[i];
+    if (t.defined() && get_meta(t) && tensor_requires_grad(t)) return true;
+  }
+  return false;
+}
+
+bool should_record(const std::vector<Tensor>& inputs) {
+  if (!is_grad_enabled()) return false;
+  for (const Tensor& t : inputs)
+    if (t.defined() && get_meta(t) && tensor_requires_grad(t)) return true;
+  return false;
 }
 
 namespace {
-template <class Get>
-std::shared_ptr<OpNode> make_node(const char* name, BackwardFn fn, size_t n, Get get) {
-  if (!is_grad_enabled()) return nullptr;
-  bool any = false;
-  for (size_t i = 0; i < n && !any; ++i) {
-    const Tensor& t = get(i);
-    any = t.defined() && get_meta(t) && tensor_requires_grad(t);
+void attach_one(OpNode& node, const Tensor& t) {
+  if (t.defined()) {
+    node.mutable_next_edges().push_back(gradient_edge(t));
+    node.inputs.push_back(InputInfo{t.sizes(), t.dtype(), t.device()});
+  } else {
+    node.mutable_next_edges().push_back(Edge{});
+    node.inputs.push_back(InputInfo{});
   }
-  if (!any) return nullptr;
-  auto node = std::make_shared<OpNode>(name, fn);
-  node->mutable_next_edges().reserve(n);
-  node->inputs.reserve(n);
-  for (size_t i = 0; i < n; ++i) {
-    const Tensor& t = get(i);
-    if (t.defined()) {
-      node->mutable_next_edges().push_back(gradient_edge(t));
-      node->inputs.push_back(InputInfo{t.sizes(), t.dtype(), t.device()});
-    } else {
-      node->mutable_next_edges().push_back(Edge{});
-      node->inputs.push_back(InputInfo{});
-    }
-  }
-  return node;
 }
 }  // namespace
 
-std::shared_ptr<OpNode> record_op(const char* name, BackwardFn fn, std::initializer_list<const Tensor*> inputs) {
-  const Tensor* const* p = inputs.begin();
-  return make_node(name, fn, inputs.size(), [p](size_t i) -> const Tensor& { return *p[i]; });
+void attach_inputs(OpNode& node, const Tensor* const* inputs, size_t n) {
+  node.mutable_next_edges().reserve(n);
+  node.inputs.reserve(n);
+  for (size_t i = 0; i < n; ++i) attach_one(node, *inputs[i]);
 }
 
-std::shared_ptr<OpNode> record_op(const char* name, BackwardFn fn, const std::vector<Tensor>& inputs) {
-  return make_node(name, fn, inputs.size(), [&](size_t i) -> const Tensor& { return inputs[i]; });
+void attach_inputs(OpNode& node, const std::vector<Tensor>& inputs) {
+  node.mutable_next_edges().reserve(inputs.size());
+  node.inputs.reserve(inputs.size());
+  for (const Tensor& t : inputs) attach_one(node, t);
 }
 
-void set_output(const std::shared_ptr<OpNode>& node, const Tensor& out) { set_history(out, node); }
+}  // namespace detail
+
+void set_output(const std::shared_ptr<Node>& node, const Tensor& out) { set_history(out, node); }
 
 void check_inplace(const Tensor& self, const char* op) {
   if (!is_grad_enabled()) return;

@@ -19,12 +19,6 @@ namespace graft::autograd {
 
 namespace {
 
-struct SavedMeta {
-  Shape shape;
-  DType dtype;
-  Device device;
-};
-
 struct CachedOutput {
   OpResult outputs;
   std::vector<int64_t> versions;
@@ -47,7 +41,7 @@ struct Frame {
   CheckpointOptions opts;
   std::vector<SavedVariable> inputs;  // saved into the enclosing context
   std::vector<bool> input_requires_grad;
-  std::vector<SavedMeta> metas;
+  std::vector<TensorMeta> metas;
   std::vector<std::weak_ptr<Placeholder>> holders;  // alive while the graph may still unpack them
   RngState rng_cpu;
   std::vector<std::pair<int, RngState>> rng_cuda;
@@ -67,7 +61,6 @@ struct StopRecompute {};
 
 thread_local int t_early_stop_override = -1;  // CheckpointEarlyStop: -1 none, 0 off, 1 on
 
-std::string meta_str(const SavedMeta& m) { return detail::str_cat(shape_str(m.shape), " ", m.dtype, " ", m.device); }
 
 bool has_policy(const CheckpointOptions& o) { return o.policy || o.op_policy; }
 
@@ -251,12 +244,11 @@ void recompute(Frame& f, TaskResults& r) {
                         "skip this check.", debug_info());
             return Packed{alias_without_history(t)};
           }
-          SavedMeta now{t.sizes(), t.dtype(), t.device()};
-          const SavedMeta& was = f.metas[k];
-          GRAFT_CHECK(!f.opts.determinism_check || (now.shape == was.shape && now.dtype == was.dtype &&
-                                                    now.device == was.device),
+          TensorMeta now = TensorMeta::of(t);
+          const TensorMeta& was = f.metas[k];
+          GRAFT_CHECK(!f.opts.determinism_check || now == was,
                       "checkpoint: recomputed tensor ", k, " has different metadata than during the original "
-                      "forward: ", meta_str(was), " before, ", meta_str(now), " after. Hint: the checkpointed function "
+                      "forward: ", was.str(), " before, ", now.str(), " after. Hint: the checkpointed function "
                       "must be deterministic (same ops on the same shapes); set determinism_check=false to skip this "
                       "check.", debug_info());
           // Data only: the original graph gives it back its history when it unpacks (see
@@ -343,7 +335,7 @@ std::vector<Tensor> checkpoint(const std::function<std::vector<Tensor>(const std
       [weak](const Tensor& t) -> Packed {
         auto frame = weak.lock();
         auto ph = std::make_shared<Placeholder>(Placeholder{frame, frame->metas.size(), t});
-        frame->metas.push_back(SavedMeta{t.sizes(), t.dtype(), t.device()});
+        frame->metas.push_back(TensorMeta::of(t));
         frame->holders.push_back(ph);
         return ph;
       },

@@ -44,6 +44,6 @@ inline int64_t reduced_count(const Shape& sizes, const Shape& dims) {
   return n;
 }
 
-inline Tensor zeros_of(const InputInfo& in) { return graft::zeros(in.shape, TensorOptions{}.dtype(in.dtype).device(in.device)); }
+inline Tensor zeros_of(const TensorMeta& in) { return graft::zeros(in.shape, TensorOptions{}.dtype(in.dtype).device(in.device)); }
 
 }  // namespace graft::autograd::rules

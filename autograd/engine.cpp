@@ -120,7 +120,7 @@ bool should_run(const GraphTask& task, Node* n) {
 
 // Checks a gradient against the metadata of the forward output it belongs to: broadcast shapes are
 // summed back, dtypes cast, anything else is an error naming the node.
-Tensor validate_grad(const Node& producer, size_t index, Tensor grad, const InputMetadata& meta) {
+Tensor validate_grad(const Node& producer, size_t index, Tensor grad, const TensorMeta& meta) {
   if (grad.sizes() != meta.shape) {
     Shape b;
     bool ok = true;
@@ -417,7 +417,7 @@ void backward(const std::vector<GradientEdge>& roots, const std::vector<Tensor>&
     const GradientEdge& r = roots[i];
     root_list.push_back(checked_edge(r, "backward", "root", i));
     GRAFT_CHECK(grad_tensors[i].defined(), "backward: the gradient for root ", i, " (", r.node->name(), ") is undefined");
-    const InputMetadata& m = r.node->input_metadata(r.output_nr);
+    const TensorMeta& m = r.node->input_metadata(r.output_nr);
     GRAFT_CHECK(grad_tensors[i].sizes() == m.shape, "backward: mismatch in shape: grad_tensors[", i, "] has a shape of ",
                 shape_str(grad_tensors[i].sizes()), " and output ", r.output_nr, " of ", r.node->name(),
                 " has a shape of ", shape_str(m.shape));

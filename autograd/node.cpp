@@ -12,7 +12,7 @@ thread_local uint64_t t_sequence_nr = 0;
 Node::Node() : sequence_nr_(t_sequence_nr++), forward_trace_(capture_forward_trace()) {}
 
 uint32_t Node::add_input_metadata(const Tensor& t) {
-  input_metadata_.push_back(InputMetadata{t.sizes(), t.dtype(), t.device()});
+  input_metadata_.push_back(TensorMeta::of(t));
   return static_cast<uint32_t>(input_metadata_.size() - 1);
 }
 

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "runtime/tensor.h"
+#include "runtime/tensor_meta.h"
 
 namespace graft::autograd {
 
@@ -45,12 +46,6 @@ struct Edge {
   bool is_valid() const { return function != nullptr; }
 };
 
-// Shape/dtype/device of a forward output, to validate the gradient that flows back into it.
-struct InputMetadata {
-  Shape shape;
-  DType dtype = kFloat32;
-  Device device;
-};
 
 // A tensor hook as stored on a node: fn(grad) -> replacement grad or undefined to keep it.
 // Removal empties `fn` (the shared_ptr lets HookHandle reach it without owning the node).
@@ -93,7 +88,7 @@ class Node : public std::enable_shared_from_this<Node> {
   size_t num_outputs() const { return next_edges_.size(); }
 
   uint32_t add_input_metadata(const Tensor& t);
-  const InputMetadata& input_metadata(size_t i) const { return input_metadata_[i]; }
+  const TensorMeta& input_metadata(size_t i) const { return input_metadata_[i]; }
   size_t num_inputs() const { return input_metadata_.size(); }
 
   uint64_t sequence_nr() const { return sequence_nr_; }
@@ -131,7 +126,7 @@ class Node : public std::enable_shared_from_this<Node> {
 
  protected:
   std::vector<Edge> next_edges_;
-  std::vector<InputMetadata> input_metadata_;
+  std::vector<TensorMeta> input_metadata_;  // shape/dtype/device of each forward output
 
  private:
   uint64_t sequence_nr_;

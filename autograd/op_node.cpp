@@ -46,10 +46,10 @@ namespace {
 void attach_one(OpNode& node, const Tensor& t) {
   if (t.defined()) {
     node.mutable_next_edges().push_back(gradient_edge(t));
-    node.inputs.push_back(InputInfo{t.sizes(), t.dtype(), t.device()});
+    node.inputs.push_back(TensorMeta::of(t));
   } else {
     node.mutable_next_edges().push_back(Edge{});
-    node.inputs.push_back(InputInfo{});
+    node.inputs.push_back(TensorMeta{});
   }
 }
 }  // namespace

@@ -21,12 +21,6 @@
 
 namespace graft::autograd {
 
-struct InputInfo {
-  Shape shape;
-  DType dtype = kFloat32;
-  Device device;
-};
-
 class OpNode : public Node {
  public:
   std::string name() const override { return name_; }
@@ -45,7 +39,7 @@ class OpNode : public Node {
   // In a rule: the tensor kept in `slot`, with its history re-attached under create_graph.
   Tensor unpack(const SavedVariable& slot);
 
-  std::vector<InputInfo> inputs;  // shape/dtype/device of each forward input
+  std::vector<TensorMeta> inputs;  // shape/dtype/device of each forward input
 
  protected:
   explicit OpNode(const char* name) : name_(name) {}

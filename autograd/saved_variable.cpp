@@ -45,9 +45,7 @@ SavedVariable::SavedVariable(const Tensor& t, bool is_output, const Node* node) 
               " saves ", describe(t), ", created under InferenceMode)");
   was_defined_ = true;
   is_output_ = is_output;
-  shape_ = t.sizes();
-  dtype_ = t.dtype();
-  device_ = t.device();
+  meta_ = TensorMeta::of(t);
   saved_version_ = t.version();
   AutogradMeta* m = get_meta(t);
   requires_grad_ = m && m->requires_grad();
@@ -83,10 +81,10 @@ Tensor SavedVariable::unpack(const std::shared_ptr<Node>& node) const {
   if (unpack_hook_) {
     Tensor r = (*unpack_hook_)(packed_);
     GRAFT_CHECK(r.defined(), "saved tensors unpack hook: the unpack hook returned an undefined tensor");
-    GRAFT_CHECK(!check_metadata_ || (r.sizes() == shape_ && r.dtype() == dtype_ && r.device() == device_),
+    GRAFT_CHECK(!check_metadata_ || meta_.matches(r),
                 "saved tensors unpack hook: the unpack hook must return a tensor with the same shape, dtype and "
                 "device as the saved one: expected ",
-                shape_str(shape_), " ", dtype_, " ", device_, ", got ", describe(r));
+                meta_.str(), ", got ", describe(r));
     if (!is_grad_enabled()) return r;
     // The hook's result is data; the history is the one the tensor had when it was saved.
     std::shared_ptr<Node> acc = is_leaf_ ? grad_accumulator_.lock() : nullptr;
@@ -106,7 +104,7 @@ Tensor SavedVariable::unpack(const std::shared_ptr<Node>& node) const {
     std::string which = fn ? detail::str_cat(", which is output ", output_nr_, " of ", fn->name(), ",")
                            : (is_leaf_ ? std::string(", which is a leaf tensor,") : std::string(","));
     GRAFT_ERROR("one of the variables needed for gradient computation has been modified by an inplace operation: ",
-                tensor_type_str(dtype_, shape_, device_), which, " is at version ", data_.version(),
+                tensor_type_str(meta_.dtype, meta_.shape, meta_.device), which, " is at version ", data_.version(),
                 "; expected version ", saved_version_,
                 " instead. Hint: the tensor was written in place after it was saved for backward; clone it before "
                 "the in-place op, or use AllowMutationOnSavedTensors.");

@@ -28,6 +28,7 @@
 
 #include "autograd/node.h"
 #include "runtime/tensor.h"
+#include "runtime/tensor_meta.h"
 
 namespace graft::autograd {
 
@@ -69,9 +70,10 @@ class SavedVariable {
   bool was_defined() const { return was_defined_; }
   bool has_hooks() const { return unpack_hook_ != nullptr; }
   // Introspection (graph export): metadata at save time, whether released, who keeps it.
-  const Shape& shape() const { return shape_; }
-  DType dtype() const { return dtype_; }
-  Device device() const { return device_; }
+  const TensorMeta& meta() const { return meta_; }
+  const Shape& shape() const { return meta_.shape; }
+  DType dtype() const { return meta_.dtype; }
+  Device device() const { return meta_.device; }
   bool released() const { return released_; }
   bool is_output() const { return is_output_; }
   const std::string& hook_kind() const { return hook_kind_; }
@@ -83,9 +85,7 @@ class SavedVariable {
   std::weak_ptr<Node> grad_accumulator_;  // leaves saved through hooks: where their history goes
   std::weak_ptr<Node> weak_grad_fn_;  // outputs: the node itself
   std::shared_ptr<Node> grad_fn_;     // non-outputs with history: their grad_fn at save time
-  Shape shape_;
-  DType dtype_ = kFloat32;
-  Device device_;
+  TensorMeta meta_;  // of the tensor at save time
   int64_t saved_version_ = 0;
   uint32_t output_nr_ = 0;
   bool was_defined_ = false;

@@ -17,8 +17,9 @@ namespace {
 Tensor zero_where_not(const Tensor& g, const Tensor& mask) { return graft::where(mask, g, graft::zeros_like(g)); }
 
 // ---------------- what the rules keep ----------------
-struct SavedX { SavedVariable x; };  // the input
-struct SavedY { SavedVariable y; };  // the output
+// Unary ops keep their input x or their output y (the op table's `saves` column; neg and sign
+// keep nothing).
+struct UnarySaved { SavedVariable x, y; };
 struct GeluSaved { std::string approximate; SavedVariable x; };
 struct PowScalarSaved { double exponent = 1; SavedVariable x; };
 struct ClampSaved { std::optional<double> min, max; SavedVariable x; };
@@ -30,40 +31,23 @@ struct WhereSaved { SavedVariable cond; };
 struct MaskSaved { SavedVariable mask; };
 
 // ---------------- the table ----------------
+// The op table's unary rules (runtime/op_table/unary.def): d_exp, d_log, ... Each reads g and the
+// one tensor its row saves (x or y).
+#define GRAFT_UNARY_OP(name, Name, saves, domain, derivative)                               \
+  variable_list d_##name(OpNode& n, UnarySaved& s, const variable_list& grads) {            \
+    const Tensor& g = grads[0];                                                             \
+    Tensor saves = n.unpack(s.saves);                                                       \
+    return {derivative};                                                                    \
+  }
+#include "runtime/op_table/unary.def"
+
 variable_list d_neg(OpNode&, NoSaved&, const variable_list& g) { return {-g[0]}; }
-variable_list d_exp(OpNode& n, SavedY& s, const variable_list& g) { return {g[0] * n.unpack(s.y)}; }
-variable_list d_log(OpNode& n, SavedX& s, const variable_list& g) { return {g[0] / n.unpack(s.x)}; }
-variable_list d_sin(OpNode& n, SavedX& s, const variable_list& g) { return {g[0] * graft::cos(n.unpack(s.x))}; }
-variable_list d_cos(OpNode& n, SavedX& s, const variable_list& g) { return {-(g[0] * graft::sin(n.unpack(s.x)))}; }
-variable_list d_tanh(OpNode& n, SavedY& s, const variable_list& g) {  // g * (1 - y^2)
-  Tensor y = n.unpack(s.y);
-  return {building_graph() ? g[0] * (1 - y * y) : ops::tanh_backward(g[0], y)};
-}
-variable_list d_sigmoid(OpNode& n, SavedY& s, const variable_list& g) {  // g * y * (1 - y)
-  Tensor y = n.unpack(s.y);
-  return {building_graph() ? g[0] * y * (1 - y) : ops::sigmoid_backward(g[0], y)};
-}
-variable_list d_relu(OpNode& n, SavedY& s, const variable_list& g) {  // g * (y > 0)
+variable_list d_relu(OpNode& n, UnarySaved& s, const variable_list& g) {  // g * (y > 0)
   Tensor y = n.unpack(s.y);
   return {building_graph() ? zero_where_not(g[0], ops::gt(y, 0)) : ops::threshold_backward(g[0], y, 0)};
 }
-variable_list d_sqrt(OpNode& n, SavedY& s, const variable_list& g) { return {g[0] / (2 * n.unpack(s.y))}; }
-variable_list d_rsqrt(OpNode& n, SavedY& s, const variable_list& g) {  // -g * y^3 / 2
-  Tensor y = n.unpack(s.y);
-  return {g[0] * y * y * y * -0.5};
-}
-variable_list d_abs(OpNode& n, SavedX& s, const variable_list& g) { return {g[0] * graft::sign(n.unpack(s.x))}; }
+variable_list d_abs(OpNode& n, UnarySaved& s, const variable_list& g) { return {g[0] * graft::sign(n.unpack(s.x))}; }
 variable_list d_sign(OpNode&, NoSaved&, const variable_list& g) { return {graft::zeros_like(g[0])}; }
-variable_list d_log1p(OpNode& n, SavedX& s, const variable_list& g) { return {g[0] / (n.unpack(s.x) + 1)}; }
-variable_list d_expm1(OpNode& n, SavedY& s, const variable_list& g) { return {g[0] * (n.unpack(s.y) + 1)}; }
-variable_list d_erf(OpNode& n, SavedX& s, const variable_list& g) {  // g * 2/sqrt(pi) * exp(-x^2)
-  Tensor x = n.unpack(s.x);
-  return {g[0] * graft::exp(-(x * x)) * (2.0 / std::sqrt(std::numbers::pi))};
-}
-variable_list d_reciprocal(OpNode& n, SavedY& s, const variable_list& g) {  // -g * y^2
-  Tensor y = n.unpack(s.y);
-  return {-(g[0] * y * y)};
-}
 variable_list d_gelu(OpNode& n, GeluSaved& s, const variable_list& g) {
   Tensor x = n.unpack(s.x);
   if (!building_graph()) return {ops::gelu_backward(g[0], x, s.approximate)};
@@ -145,22 +129,14 @@ variable_list d_copy(OpNode& n, NoSaved&, const variable_list& g) {  // dst, src
 }
 
 // ---------------- forward wrappers ----------------
-// A unary op keeps its input, its output or nothing: the rule's Saved type says which.
-template <Tensor (*Op)(const Tensor&)>
-Tensor unary(const char* name, Rule<SavedX> rule, const Tensor& x) {
+// A unary op keeps its input x, its output y or nothing (Slot null).
+template <Tensor (*Op)(const Tensor&), SavedVariable UnarySaved::*Slot>
+Tensor unary(const char* name, Rule<UnarySaved> rule, const Tensor& x) {
   Tensor y = Op(x);
   if (auto n = record_op(name, rule, {&x})) {
     set_output(n, y);
-    n->save(n->saved.x, x);
-  }
-  return y;
-}
-template <Tensor (*Op)(const Tensor&)>
-Tensor unary(const char* name, Rule<SavedY> rule, const Tensor& x) {
-  Tensor y = Op(x);
-  if (auto n = record_op(name, rule, {&x})) {
-    set_output(n, y);
-    n->save(n->saved.y, y, true);
+    if constexpr (Slot == &UnarySaved::y) n->save(n->saved.y, y, true);
+    else n->save(n->saved.x, x);
   }
   return y;
 }
@@ -190,24 +166,15 @@ constexpr auto nothing = [](auto&) {};
 
 }  // namespace
 
+// The op table's unary ops: graft::exp, graft::log, ... record "ExpBackward", ... with their rule.
+#define GRAFT_UNARY_OP(name, Name, saves, ...) \
+  Tensor name(const Tensor& x) { return unary<ops::name, &UnarySaved::saves>(#Name "Backward", d_##name, x); }
+#include "runtime/op_table/unary.def"
+
 Tensor neg(const Tensor& x) { return unary<ops::neg>("NegBackward", d_neg, x); }
-Tensor exp(const Tensor& x) { return unary<ops::exp>("ExpBackward", d_exp, x); }
-Tensor log(const Tensor& x) { return unary<ops::log>("LogBackward", d_log, x); }
-Tensor sin(const Tensor& x) { return unary<ops::sin>("SinBackward", d_sin, x); }
-Tensor cos(const Tensor& x) { return unary<ops::cos>("CosBackward", d_cos, x); }
-Tensor tanh(const Tensor& x) { return unary<ops::tanh>("TanhBackward", d_tanh, x); }
-Tensor sigmoid(const Tensor& x) { return unary<ops::sigmoid>("SigmoidBackward", d_sigmoid, x); }
-Tensor relu(const Tensor& x) { return unary<ops::relu>("ReluBackward", d_relu, x); }
-Tensor sqrt(const Tensor& x) { return unary<ops::sqrt>("SqrtBackward", d_sqrt, x); }
-Tensor rsqrt(const Tensor& x) { return unary<ops::rsqrt>("RsqrtBackward", d_rsqrt, x); }
-Tensor abs(const Tensor& x) { return unary<ops::abs>("AbsBackward", d_abs, x); }
+Tensor relu(const Tensor& x) { return unary<ops::relu, &UnarySaved::y>("ReluBackward", d_relu, x); }
+Tensor abs(const Tensor& x) { return unary<ops::abs, &UnarySaved::x>("AbsBackward", d_abs, x); }
 Tensor sign(const Tensor& x) { return unary<ops::sign>("SignBackward", d_sign, x); }
-Tensor log1p(const Tensor& x) { return unary<ops::log1p>("Log1pBackward", d_log1p, x); }
-Tensor expm1(const Tensor& x) { return unary<ops::expm1>("Expm1Backward", d_expm1, x); }
-Tensor erf(const Tensor& x) { return unary<ops::erf>("ErfBackward", d_erf, x); }
-Tensor reciprocal(const Tensor& x) {
-  return unary<ops::reciprocal>("ReciprocalBackward", d_reciprocal, x);
-}
 Tensor gelu(const Tensor& x, const std::string& approximate) {
   Tensor y = ops::gelu(x, approximate);
   if (auto n = record_op("GeluBackward", d_gelu, {&x})) {

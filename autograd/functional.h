@@ -48,21 +48,12 @@ Tensor mul(const Tensor& a, Scalar b);
 Tensor div(const Tensor& a, const Tensor& b);
 Tensor div(const Tensor& a, Scalar b);
 Tensor neg(const Tensor& x);
-Tensor exp(const Tensor& x);
-Tensor log(const Tensor& x);
-Tensor sin(const Tensor& x);
-Tensor cos(const Tensor& x);
-Tensor tanh(const Tensor& x);
-Tensor sigmoid(const Tensor& x);
 Tensor relu(const Tensor& x);
-Tensor sqrt(const Tensor& x);
-Tensor rsqrt(const Tensor& x);
 Tensor abs(const Tensor& x);
 Tensor sign(const Tensor& x);
-Tensor log1p(const Tensor& x);
-Tensor expm1(const Tensor& x);
-Tensor erf(const Tensor& x);
-Tensor reciprocal(const Tensor& x);
+// The unary op table: Tensor exp(const Tensor& x); ... (runtime/op_table/unary.def)
+#define GRAFT_UNARY_OP(name, ...) Tensor name(const Tensor& x);
+#include "runtime/op_table/unary.def"
 Tensor gelu(const Tensor& x, const std::string& approximate = "none");
 Tensor pow(const Tensor& x, Scalar exponent);
 Tensor pow(const Tensor& x, const Tensor& exponent);

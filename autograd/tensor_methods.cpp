@@ -43,21 +43,12 @@ Tensor Tensor::mul(Scalar o) const { return graft::mul(*this, o); }
 Tensor Tensor::div(const Tensor& o) const { return graft::div(*this, o); }
 Tensor Tensor::div(Scalar o) const { return graft::div(*this, o); }
 Tensor Tensor::neg() const { return graft::neg(*this); }
-Tensor Tensor::exp() const { return graft::exp(*this); }
-Tensor Tensor::log() const { return graft::log(*this); }
-Tensor Tensor::sin() const { return graft::sin(*this); }
-Tensor Tensor::cos() const { return graft::cos(*this); }
-Tensor Tensor::tanh() const { return graft::tanh(*this); }
-Tensor Tensor::sigmoid() const { return graft::sigmoid(*this); }
 Tensor Tensor::relu() const { return graft::relu(*this); }
-Tensor Tensor::sqrt() const { return graft::sqrt(*this); }
-Tensor Tensor::rsqrt() const { return graft::rsqrt(*this); }
 Tensor Tensor::abs() const { return graft::abs(*this); }
 Tensor Tensor::sign() const { return graft::sign(*this); }
-Tensor Tensor::log1p() const { return graft::log1p(*this); }
-Tensor Tensor::expm1() const { return graft::expm1(*this); }
-Tensor Tensor::erf() const { return graft::erf(*this); }
-Tensor Tensor::reciprocal() const { return graft::reciprocal(*this); }
+#define GRAFT_UNARY_OP(name, ...) \
+  Tensor Tensor::name() const { return graft::name(*this); }
+#include "runtime/op_table/unary.def"
 Tensor Tensor::gelu(const std::string& a) const { return graft::gelu(*this, a); }
 Tensor Tensor::pow(Scalar e) const { return graft::pow(*this, e); }
 Tensor Tensor::pow(const Tensor& e) const { return graft::pow(*this, e); }

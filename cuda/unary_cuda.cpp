@@ -69,18 +69,9 @@ Tensor sign_cuda(const Tensor& x) {
   return same_dtype_unary("sign", UnaryOp::Sign, x, Tensor());
 }
 
-Tensor exp_cuda(const Tensor& x) { return floating_unary("exp", UnaryOp::Exp, x); }
-Tensor log_cuda(const Tensor& x) { return floating_unary("log", UnaryOp::Log, x); }
-Tensor sin_cuda(const Tensor& x) { return floating_unary("sin", UnaryOp::Sin, x); }
-Tensor cos_cuda(const Tensor& x) { return floating_unary("cos", UnaryOp::Cos, x); }
-Tensor tanh_cuda(const Tensor& x) { return floating_unary("tanh", UnaryOp::Tanh, x); }
-Tensor sigmoid_cuda(const Tensor& x) { return floating_unary("sigmoid", UnaryOp::Sigmoid, x); }
-Tensor sqrt_cuda(const Tensor& x) { return floating_unary("sqrt", UnaryOp::Sqrt, x); }
-Tensor rsqrt_cuda(const Tensor& x) { return floating_unary("rsqrt", UnaryOp::Rsqrt, x); }
-Tensor log1p_cuda(const Tensor& x) { return floating_unary("log1p", UnaryOp::Log1p, x); }
-Tensor expm1_cuda(const Tensor& x) { return floating_unary("expm1", UnaryOp::Expm1, x); }
-Tensor erf_cuda(const Tensor& x) { return floating_unary("erf", UnaryOp::Erf, x); }
-Tensor reciprocal_cuda(const Tensor& x) { return floating_unary("reciprocal", UnaryOp::Reciprocal, x); }
+#define GRAFT_UNARY_OP(name, Name, ...) \
+  Tensor name##_cuda(const Tensor& x) { return floating_unary(#name, UnaryOp::Name, x); }
+#include "runtime/op_table/unary.def"
 Tensor sin_inplace_cuda(const Tensor& x) { return floating_unary_("sin_", UnaryOp::Sin, x); }
 Tensor exp_inplace_cuda(const Tensor& x) { return floating_unary_("exp_", UnaryOp::Exp, x); }
 Tensor sqrt_inplace_cuda(const Tensor& x) { return floating_unary_("sqrt_", UnaryOp::Sqrt, x); }
@@ -173,22 +164,12 @@ Tensor tanh_backward_cuda(const Tensor& grad, const Tensor& y) {
 
 }  // namespace
 
+#define GRAFT_UNARY_OP(name, ...) GRAFT_KERNEL(#name, CUDA, name##_cuda);
+#include "runtime/op_table/unary.def"
 GRAFT_KERNEL("neg", CUDA, neg_cuda);
-GRAFT_KERNEL("exp", CUDA, exp_cuda);
-GRAFT_KERNEL("log", CUDA, log_cuda);
-GRAFT_KERNEL("sin", CUDA, sin_cuda);
-GRAFT_KERNEL("cos", CUDA, cos_cuda);
-GRAFT_KERNEL("tanh", CUDA, tanh_cuda);
-GRAFT_KERNEL("sigmoid", CUDA, sigmoid_cuda);
 GRAFT_KERNEL("relu", CUDA, relu_cuda);
-GRAFT_KERNEL("sqrt", CUDA, sqrt_cuda);
-GRAFT_KERNEL("rsqrt", CUDA, rsqrt_cuda);
 GRAFT_KERNEL("abs", CUDA, abs_cuda);
 GRAFT_KERNEL("sign", CUDA, sign_cuda);
-GRAFT_KERNEL("log1p", CUDA, log1p_cuda);
-GRAFT_KERNEL("expm1", CUDA, expm1_cuda);
-GRAFT_KERNEL("erf", CUDA, erf_cuda);
-GRAFT_KERNEL("reciprocal", CUDA, reciprocal_cuda);
 GRAFT_KERNEL("gelu", CUDA, gelu_cuda);
 GRAFT_KERNEL("pow.Tensor_Scalar", CUDA, pow_scalar_cuda);
 GRAFT_KERNEL("logical_not", CUDA, logical_not_cuda);

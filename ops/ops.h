@@ -61,21 +61,12 @@ Tensor flatten(const Tensor& self, int64_t start_dim = 0, int64_t end_dim = -1);
 
 // ---- elementwise unary ----
 Tensor neg(const Tensor& x);
-Tensor exp(const Tensor& x);
-Tensor log(const Tensor& x);
-Tensor sin(const Tensor& x);
-Tensor cos(const Tensor& x);
-Tensor tanh(const Tensor& x);
-Tensor sigmoid(const Tensor& x);
 Tensor relu(const Tensor& x);
-Tensor sqrt(const Tensor& x);
-Tensor rsqrt(const Tensor& x);
 Tensor abs(const Tensor& x);
 Tensor sign(const Tensor& x);
-Tensor log1p(const Tensor& x);
-Tensor expm1(const Tensor& x);
-Tensor erf(const Tensor& x);
-Tensor reciprocal(const Tensor& x);
+// The unary op table: Tensor exp(const Tensor& x); ... (runtime/op_table/unary.def)
+#define GRAFT_UNARY_OP(name, ...) Tensor name(const Tensor& x);
+#include "runtime/op_table/unary.def"
 Tensor gelu(const Tensor& x, const std::string& approximate = "none");  // "none" | "tanh"
 Tensor pow(const Tensor& x, Scalar exponent);
 Tensor logical_not(const Tensor& x);

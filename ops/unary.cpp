@@ -13,6 +13,7 @@
 #include "ops/kernel_utils.h"
 #include "ops/ops.h"
 #include "ops/tensor_iterator.h"
+#include "ops/unary_math.h"
 #include "ops/unary_plan.h"
 #include "runtime/dispatcher.h"
 
@@ -79,25 +80,6 @@ struct Sign {
   }
 };
 
-template <class T> T sigmoid_value(T v) { return T(1) / (T(1) + std::exp(-v)); }
-
-// float tanh through one double exp: glibc's tanhf costs ~25 ns an element, exp ~4 ns, and this
-// form rounds to the same float as tanh computed in double over the whole range (checked on a
-// 1e-5 grid over [-12, 12] and down to 1e-12). Near 0 the exp form would cancel, so a cubic
-// Taylor term takes over (its next term is below 2^-40 relative there); past 9.1 the result
-// rounds to +-1 anyway. NaN stays NaN through the exp branch.
-template <class T> T tanh_value(T v) {
-  if constexpr (std::is_same_v<T, float>) {
-    double a = std::fabs(static_cast<double>(v)), r;
-    if (a < 1e-4) r = a - a * a * a / 3.0;
-    else if (a > 9.1) r = 1.0;
-    else r = 1.0 - 2.0 / (std::exp(2.0 * a) + 1.0);
-    return static_cast<float>(std::copysign(r, static_cast<double>(v)));
-  } else {
-    return std::tanh(v);
-  }
-}
-
 Tensor neg_cpu(const Tensor& x) {
   check_neg(x, "neg");
   return same_dtype_unary("neg", x, Tensor(), Neg{});
@@ -123,13 +105,9 @@ Tensor sign_cpu(const Tensor& x) {
   return same_dtype_unary("sign", x, Tensor(), Sign{});
 }
 
-Tensor exp_cpu(const Tensor& x) { return floating_unary("exp", x, [](auto v) { return std::exp(v); }); }
-Tensor log_cpu(const Tensor& x) { return floating_unary("log", x, [](auto v) { return std::log(v); }); }
-Tensor sin_cpu(const Tensor& x) { return floating_unary("sin", x, [](auto v) { return std::sin(v); }); }
-Tensor cos_cpu(const Tensor& x) { return floating_unary("cos", x, [](auto v) { return std::cos(v); }); }
 // Contiguous float32 tanh of at least kDnnlTanhMin elements runs on oneDNN's JIT eltwise: a
 // vectorised polynomial within 1 ulp of tanh computed in double (checked on the same grid as
-// tanh_value), about 20x the scalar loop (0.03 vs 0.58 ms for 256K elements here), which matters
+// unary_math::Tanh), about 20x the scalar loop (0.03 vs 0.58 ms for 256K elements here), which matters
 // because tanh is a third of a Linear+Tanh layer's forward and checkpointing re-runs forwards.
 // Below the threshold the primitive lookup would cost more than the loop; strided inputs and
 // float64 take the exact scalar path. A given shape always takes the same path, so a
@@ -149,10 +127,10 @@ struct EltwisePrimitive : dnnl_utils::CachedPrimitive {
   dnnl::memory::desc md;
 };
 
-Tensor tanh_cpu(const Tensor& x) {
-  check_defined(x, "tanh", "self");
-  if (x.dtype() != kFloat32 || !x.is_contiguous() || x.numel() < kDnnlTanhMin)
-    return floating_unary("tanh", x, [](auto v) { return tanh_value(v); });
+}  // namespace
+
+Tensor unary_math::Tanh::fast_path(const Tensor& x) {
+  if (!x.defined() || x.dtype() != kFloat32 || !x.is_contiguous() || x.numel() < kDnnlTanhMin) return Tensor();
   namespace du = dnnl_utils;
   du::PrimitiveKey key(kKeyEltwiseTanh);
   key.add(x.numel()).add(omp_max_threads());
@@ -171,20 +149,24 @@ Tensor tanh_cpu(const Tensor& x) {
                    {DNNL_ARG_DST, du::make_memory(p->md, out.data_ptr())}});
   return out;
 }
-Tensor sigmoid_cpu(const Tensor& x) { return floating_unary("sigmoid", x, [](auto v) { return sigmoid_value(v); }); }
-Tensor sqrt_cpu(const Tensor& x) { return floating_unary("sqrt", x, [](auto v) { return std::sqrt(v); }); }
-Tensor rsqrt_cpu(const Tensor& x) {
-  return floating_unary("rsqrt", x, [](auto v) { return decltype(v)(1) / std::sqrt(v); });
+
+namespace {
+
+// The table's ops: y = Math(x) in floating point, after Math's whole-tensor fast path if it has one.
+template <class Math>
+Tensor table_unary(const char* op, const Tensor& x) {
+  if constexpr (requires { Math::fast_path(x); }) {
+    if (Tensor y = Math::fast_path(x); y.defined()) return y;
+  }
+  return floating_unary(op, x, Math{});
 }
-Tensor log1p_cpu(const Tensor& x) { return floating_unary("log1p", x, [](auto v) { return std::log1p(v); }); }
-Tensor expm1_cpu(const Tensor& x) { return floating_unary("expm1", x, [](auto v) { return std::expm1(v); }); }
-Tensor erf_cpu(const Tensor& x) { return floating_unary("erf", x, [](auto v) { return std::erf(v); }); }
-Tensor reciprocal_cpu(const Tensor& x) {
-  return floating_unary("reciprocal", x, [](auto v) { return decltype(v)(1) / v; });
-}
-Tensor sin_inplace_cpu(const Tensor& x) { return floating_unary_("sin_", x, [](auto v) { return std::sin(v); }); }
-Tensor exp_inplace_cpu(const Tensor& x) { return floating_unary_("exp_", x, [](auto v) { return std::exp(v); }); }
-Tensor sqrt_inplace_cpu(const Tensor& x) { return floating_unary_("sqrt_", x, [](auto v) { return std::sqrt(v); }); }
+#define GRAFT_UNARY_OP(name, Name, ...) \
+  Tensor name##_cpu(const Tensor& x) { return table_unary<unary_math::Name>(#name, x); }
+#include "runtime/op_table/unary.def"
+
+Tensor sin_inplace_cpu(const Tensor& x) { return floating_unary_("sin_", x, unary_math::Sin{}); }
+Tensor exp_inplace_cpu(const Tensor& x) { return floating_unary_("exp_", x, unary_math::Exp{}); }
+Tensor sqrt_inplace_cpu(const Tensor& x) { return floating_unary_("sqrt_", x, unary_math::Sqrt{}); }
 
 Tensor logical_not_cpu(const Tensor& x) {
   check_defined(x, "logical_not", "self");
@@ -308,22 +290,12 @@ Tensor tanh_backward_cpu(const Tensor& grad, const Tensor& y) {
 
 }  // namespace
 
+#define GRAFT_UNARY_OP(name, ...) GRAFT_DEFINE_OP(#name "(Tensor self) -> Tensor");
+#include "runtime/op_table/unary.def"
 GRAFT_DEFINE_OP("neg(Tensor self) -> Tensor");
-GRAFT_DEFINE_OP("exp(Tensor self) -> Tensor");
-GRAFT_DEFINE_OP("log(Tensor self) -> Tensor");
-GRAFT_DEFINE_OP("sin(Tensor self) -> Tensor");
-GRAFT_DEFINE_OP("cos(Tensor self) -> Tensor");
-GRAFT_DEFINE_OP("tanh(Tensor self) -> Tensor");
-GRAFT_DEFINE_OP("sigmoid(Tensor self) -> Tensor");
 GRAFT_DEFINE_OP("relu(Tensor self) -> Tensor");
-GRAFT_DEFINE_OP("sqrt(Tensor self) -> Tensor");
-GRAFT_DEFINE_OP("rsqrt(Tensor self) -> Tensor");
 GRAFT_DEFINE_OP("abs(Tensor self) -> Tensor");
 GRAFT_DEFINE_OP("sign(Tensor self) -> Tensor");
-GRAFT_DEFINE_OP("log1p(Tensor self) -> Tensor");
-GRAFT_DEFINE_OP("expm1(Tensor self) -> Tensor");
-GRAFT_DEFINE_OP("erf(Tensor self) -> Tensor");
-GRAFT_DEFINE_OP("reciprocal(Tensor self) -> Tensor");
 GRAFT_DEFINE_OP("gelu(Tensor self, str approximate) -> Tensor");
 GRAFT_DEFINE_OP("pow.Tensor_Scalar(Tensor self, Scalar exponent) -> Tensor");
 GRAFT_DEFINE_OP("logical_not(Tensor self) -> Tensor");
@@ -337,22 +309,12 @@ GRAFT_DEFINE_OP("gelu_backward(Tensor grad_output, Tensor self, str approximate)
 GRAFT_DEFINE_OP("sigmoid_backward(Tensor grad_output, Tensor output) -> Tensor");
 GRAFT_DEFINE_OP("tanh_backward(Tensor grad_output, Tensor output) -> Tensor");
 
+#define GRAFT_UNARY_OP(name, ...) GRAFT_KERNEL(#name, CPU, name##_cpu);
+#include "runtime/op_table/unary.def"
 GRAFT_KERNEL("neg", CPU, neg_cpu);
-GRAFT_KERNEL("exp", CPU, exp_cpu);
-GRAFT_KERNEL("log", CPU, log_cpu);
-GRAFT_KERNEL("sin", CPU, sin_cpu);
-GRAFT_KERNEL("cos", CPU, cos_cpu);
-GRAFT_KERNEL("tanh", CPU, tanh_cpu);
-GRAFT_KERNEL("sigmoid", CPU, sigmoid_cpu);
 GRAFT_KERNEL("relu", CPU, relu_cpu);
-GRAFT_KERNEL("sqrt", CPU, sqrt_cpu);
-GRAFT_KERNEL("rsqrt", CPU, rsqrt_cpu);
 GRAFT_KERNEL("abs", CPU, abs_cpu);
 GRAFT_KERNEL("sign", CPU, sign_cpu);
-GRAFT_KERNEL("log1p", CPU, log1p_cpu);
-GRAFT_KERNEL("expm1", CPU, expm1_cpu);
-GRAFT_KERNEL("erf", CPU, erf_cpu);
-GRAFT_KERNEL("reciprocal", CPU, reciprocal_cpu);
 GRAFT_KERNEL("gelu", CPU, gelu_cpu);
 GRAFT_KERNEL("pow.Tensor_Scalar", CPU, pow_scalar_cpu);
 GRAFT_KERNEL("logical_not", CPU, logical_not_cpu);
@@ -370,29 +332,19 @@ GRAFT_KERNEL("tanh_backward", CPU, tanh_backward_cpu);
 
 namespace ops {
 
-#define GRAFT_UNARY_OP(name)          \
-  Tensor name(const Tensor& x) {      \
-    GRAFT_OP_HANDLE(op, #name);       \
-    return call_op(op, x)[0];         \
+#define GRAFT_DISPATCH_UNARY(name) \
+  Tensor name(const Tensor& x) {   \
+    GRAFT_OP_HANDLE(op, #name);    \
+    return call_op(op, x)[0];      \
   }
-GRAFT_UNARY_OP(neg)
-GRAFT_UNARY_OP(exp)
-GRAFT_UNARY_OP(log)
-GRAFT_UNARY_OP(sin)
-GRAFT_UNARY_OP(cos)
-GRAFT_UNARY_OP(tanh)
-GRAFT_UNARY_OP(sigmoid)
-GRAFT_UNARY_OP(relu)
-GRAFT_UNARY_OP(sqrt)
-GRAFT_UNARY_OP(rsqrt)
-GRAFT_UNARY_OP(abs)
-GRAFT_UNARY_OP(sign)
-GRAFT_UNARY_OP(log1p)
-GRAFT_UNARY_OP(expm1)
-GRAFT_UNARY_OP(erf)
-GRAFT_UNARY_OP(reciprocal)
-GRAFT_UNARY_OP(logical_not)
-#undef GRAFT_UNARY_OP
+#define GRAFT_UNARY_OP(name, ...) GRAFT_DISPATCH_UNARY(name)
+#include "runtime/op_table/unary.def"
+GRAFT_DISPATCH_UNARY(neg)
+GRAFT_DISPATCH_UNARY(relu)
+GRAFT_DISPATCH_UNARY(abs)
+GRAFT_DISPATCH_UNARY(sign)
+GRAFT_DISPATCH_UNARY(logical_not)
+#undef GRAFT_DISPATCH_UNARY
 
 #define GRAFT_UNARY_INPLACE_OP(name) \
   Tensor& name(Tensor& x) {          \

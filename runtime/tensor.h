@@ -99,21 +99,12 @@ class Tensor {
   Tensor div(const Tensor& o) const;
   Tensor div(Scalar o) const;
   Tensor neg() const;
-  Tensor exp() const;
-  Tensor log() const;
-  Tensor sin() const;
-  Tensor cos() const;
-  Tensor tanh() const;
-  Tensor sigmoid() const;
   Tensor relu() const;
-  Tensor sqrt() const;
-  Tensor rsqrt() const;
   Tensor abs() const;
   Tensor sign() const;
-  Tensor log1p() const;
-  Tensor expm1() const;
-  Tensor erf() const;
-  Tensor reciprocal() const;
+  // The unary op table: Tensor exp() const; Tensor log() const; ... (runtime/op_table/unary.def)
+#define GRAFT_UNARY_OP(name, ...) Tensor name() const;
+#include "runtime/op_table/unary.def"
   Tensor gelu(const std::string& approximate = "none") const;
   Tensor pow(Scalar exponent) const;
   Tensor pow(const Tensor& exponent) const;

@@ -3,6 +3,7 @@
 #include "cuda/kernels/unary.h"
 
 #include "cuda/kernels/elementwise.cuh"
+#include "cuda/kernels/unary_math.cuh"
 
 namespace graft::cuda {
 namespace {
@@ -43,6 +44,12 @@ __device__ __forceinline__ T gelu_derivative(T x, bool tanh_approx) {
   return cdf + x * pdf;
 }
 
+// The op table's math struct for Op (void for the ops written out below).
+template <UnaryOp Op> struct TableMath { using type = void; };
+#define GRAFT_UNARY_OP(name, Name, ...) \
+  template <> struct TableMath<UnaryOp::Name> { using type = unary_math::Name; };
+#include "runtime/op_table/unary.def"
+
 template <UnaryOp Op, class T>
 struct UnaryFn {
   T p;
@@ -61,18 +68,7 @@ struct UnaryFn {
     } else if constexpr (Op == UnaryOp::IntPow) {
       return int_pow(v, p);
     } else if constexpr (std::is_floating_point_v<T>) {
-      if constexpr (Op == UnaryOp::Exp) return dmath::exp(v);
-      else if constexpr (Op == UnaryOp::Log) return dmath::log(v);
-      else if constexpr (Op == UnaryOp::Sin) return dmath::sin(v);
-      else if constexpr (Op == UnaryOp::Cos) return dmath::cos(v);
-      else if constexpr (Op == UnaryOp::Tanh) return dmath::tanh(v);
-      else if constexpr (Op == UnaryOp::Sigmoid) return T(1) / (T(1) + dmath::exp(-v));
-      else if constexpr (Op == UnaryOp::Sqrt) return dmath::sqrt(v);
-      else if constexpr (Op == UnaryOp::Rsqrt) return T(1) / dmath::sqrt(v);
-      else if constexpr (Op == UnaryOp::Log1p) return dmath::log1p(v);
-      else if constexpr (Op == UnaryOp::Expm1) return dmath::expm1(v);
-      else if constexpr (Op == UnaryOp::Erf) return dmath::erf(v);
-      else if constexpr (Op == UnaryOp::Reciprocal) return T(1) / v;
+      if constexpr (!std::is_void_v<typename TableMath<Op>::type>) return typename TableMath<Op>::type{}(v);
       else if constexpr (Op == UnaryOp::GeluErf) return gelu_value(v, false);
       else if constexpr (Op == UnaryOp::GeluTanh) return gelu_value(v, true);
       else if constexpr (Op == UnaryOp::Identity) return v;
@@ -91,18 +87,9 @@ constexpr const char* unary_name(UnaryOp op) {
     case UnaryOp::Relu: return "relu";
     case UnaryOp::Abs: return "abs";
     case UnaryOp::Sign: return "sign";
-    case UnaryOp::Exp: return "exp";
-    case UnaryOp::Log: return "log";
-    case UnaryOp::Sin: return "sin";
-    case UnaryOp::Cos: return "cos";
-    case UnaryOp::Tanh: return "tanh";
-    case UnaryOp::Sigmoid: return "sigmoid";
-    case UnaryOp::Sqrt: return "sqrt";
-    case UnaryOp::Rsqrt: return "rsqrt";
-    case UnaryOp::Log1p: return "log1p";
-    case UnaryOp::Expm1: return "expm1";
-    case UnaryOp::Erf: return "erf";
-    case UnaryOp::Reciprocal: return "reciprocal";
+#define GRAFT_UNARY_OP(name, Name, ...) \
+    case UnaryOp::Name: return #name;
+#include "runtime/op_table/unary.def"
     case UnaryOp::GeluErf: return "gelu";
     case UnaryOp::GeluTanh: return "gelu(tanh)";
     case UnaryOp::Identity: case UnaryOp::One: case UnaryOp::Square: case UnaryOp::Cube: case UnaryOp::PowScalar:
@@ -176,18 +163,8 @@ void launch_unary(UnaryOp op, DType dtype, const ElementwiseGeometry& g, ScalarA
     GRAFT_UNARY_CASE(Relu)
     GRAFT_UNARY_CASE(Abs)
     GRAFT_UNARY_CASE(Sign)
-    GRAFT_UNARY_CASE(Exp)
-    GRAFT_UNARY_CASE(Log)
-    GRAFT_UNARY_CASE(Sin)
-    GRAFT_UNARY_CASE(Cos)
-    GRAFT_UNARY_CASE(Tanh)
-    GRAFT_UNARY_CASE(Sigmoid)
-    GRAFT_UNARY_CASE(Sqrt)
-    GRAFT_UNARY_CASE(Rsqrt)
-    GRAFT_UNARY_CASE(Log1p)
-    GRAFT_UNARY_CASE(Expm1)
-    GRAFT_UNARY_CASE(Erf)
-    GRAFT_UNARY_CASE(Reciprocal)
+#define GRAFT_UNARY_OP(name, Name, ...) GRAFT_UNARY_CASE(Name)
+#include "runtime/op_table/unary.def"
     GRAFT_UNARY_CASE(GeluErf)
     GRAFT_UNARY_CASE(GeluTanh)
     GRAFT_UNARY_CASE(Identity)

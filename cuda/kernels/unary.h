@@ -9,8 +9,11 @@ namespace graft::cuda {
 enum class UnaryOp : int {
   // out dtype = in dtype, any dtype (neg/relu of bool are refused by the glue)
   Neg, Relu, Abs, Sign,
-  // floating (float32/float64) only
-  Exp, Log, Sin, Cos, Tanh, Sigmoid, Sqrt, Rsqrt, Log1p, Expm1, Erf, Reciprocal, GeluErf, GeluTanh,
+  // floating (float32/float64) only: the op table's rows (Exp, Log, ...; runtime/op_table/unary.def),
+  // then gelu's two forms
+#define GRAFT_UNARY_OP(name, Name, ...) Name,
+#include "runtime/op_table/unary.def"
+  GeluErf, GeluTanh,
   // pow(x, param) special cases and the general floating power (param.f is the exponent)
   Identity, One, Square, Cube, PowScalar,
   // int64 ** param.i, param.i >= 0

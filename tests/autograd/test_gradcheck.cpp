@@ -7,6 +7,7 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <string_view>
 
 #include "graft.h"
 
@@ -75,22 +76,17 @@ std::vector<Unary> unary_ops() {
   auto any = [](const Shape& s) { return normal(s); };
   auto pos = [](const Shape& s) { return uniform(s, 0.5, 1.5); };
   auto nz = [](const Shape& s) { return away(s); };
+  auto domain = [&](std::string_view d) -> std::function<Tensor(const Shape&)> {
+    return d == "Positive" ? pos : d == "NonZero" ? nz : std::function<Tensor(const Shape&)>(any);
+  };
   return {
+  // Every row of the op table (runtime/op_table/unary.def), on its domain.
+#define GRAFT_UNARY_OP(name, Name, saves, dom, ...) \
+      {#name, [](const std::vector<Tensor>& x) { return graft::name(x[0]); }, domain(#dom)},
+#include "runtime/op_table/unary.def"
       {"neg", [](const std::vector<Tensor>& x) { return neg(x[0]); }, any},
-      {"exp", [](const std::vector<Tensor>& x) { return exp(x[0]); }, any},
-      {"log", [](const std::vector<Tensor>& x) { return log(x[0]); }, pos},
-      {"sin", [](const std::vector<Tensor>& x) { return sin(x[0]); }, any},
-      {"cos", [](const std::vector<Tensor>& x) { return cos(x[0]); }, any},
-      {"tanh", [](const std::vector<Tensor>& x) { return tanh(x[0]); }, any},
-      {"sigmoid", [](const std::vector<Tensor>& x) { return sigmoid(x[0]); }, any},
       {"relu", [](const std::vector<Tensor>& x) { return relu(x[0]); }, nz},
-      {"sqrt", [](const std::vector<Tensor>& x) { return sqrt(x[0]); }, pos},
-      {"rsqrt", [](const std::vector<Tensor>& x) { return rsqrt(x[0]); }, pos},
       {"abs", [](const std::vector<Tensor>& x) { return abs(x[0]); }, nz},
-      {"log1p", [](const std::vector<Tensor>& x) { return log1p(x[0]); }, [](const Shape& s) { return uniform(s, -0.5, 1.5); }},
-      {"expm1", [](const std::vector<Tensor>& x) { return expm1(x[0]); }, any},
-      {"erf", [](const std::vector<Tensor>& x) { return erf(x[0]); }, any},
-      {"reciprocal", [](const std::vector<Tensor>& x) { return reciprocal(x[0]); }, nz},
       {"gelu", [](const std::vector<Tensor>& x) { return gelu(x[0]); }, any},
       {"gelu tanh", [](const std::vector<Tensor>& x) { return gelu(x[0], "tanh"); }, any},
       {"pow 2.5", [](const std::vector<Tensor>& x) { return pow(x[0], 2.5); }, pos},

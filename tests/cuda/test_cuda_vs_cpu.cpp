@@ -28,6 +28,7 @@
 #include <optional>
 #include <set>
 #include <sstream>
+#include <string_view>
 #include <string>
 #include <vector>
 
@@ -136,21 +137,14 @@ const std::vector<Case>& cases() {
       add({"unary", std::move(name), std::move(sets), [fn](Tensors& x, Device) { return v(fn(x[0])); }});
     };
     unary("neg", any, [](const Tensor& x) { return -x; });
-    unary("exp", any, [](const Tensor& x) { return x.exp(); });
-    unary("log", positive, [](const Tensor& x) { return x.log(); });
-    unary("sin", any, [](const Tensor& x) { return x.sin(); });
-    unary("cos", any, [](const Tensor& x) { return x.cos(); });
-    unary("tanh", any, [](const Tensor& x) { return x.tanh(); });
-    unary("sigmoid", any, [](const Tensor& x) { return x.sigmoid(); });
+    // Every row of the op table (runtime/op_table/unary.def), on its domain.
+    auto domain = [&](std::string_view d) { return d == "Positive" ? positive : d == "NonZero" ? nonzero : any; };
+#define GRAFT_UNARY_OP(name, Name, saves, dom, ...) \
+    unary(#name, domain(#dom), [](const Tensor& x) { return x.name(); });
+#include "runtime/op_table/unary.def"
     unary("relu", any, [](const Tensor& x) { return x.relu(); });
-    unary("sqrt", positive, [](const Tensor& x) { return x.sqrt(); });
-    unary("rsqrt", positive, [](const Tensor& x) { return x.rsqrt(); });
     unary("abs", nonzero, [](const Tensor& x) { return x.abs(); });  // no zeros: |x|' is undefined there
     unary("sign", nonzero, [](const Tensor& x) { return x.sign(); });
-    unary("log1p", positive, [](const Tensor& x) { return x.log1p(); });
-    unary("expm1", any, [](const Tensor& x) { return x.expm1(); });
-    unary("erf", any, [](const Tensor& x) { return x.erf(); });
-    unary("reciprocal", nonzero, [](const Tensor& x) { return x.reciprocal(); });
     unary("gelu", any, [](const Tensor& x) { return x.gelu(); });
     unary("gelu tanh", any, [](const Tensor& x) { return x.gelu("tanh"); });
     unary("pow scalar 2.5", positive, [](const Tensor& x) { return x.pow(2.5); });

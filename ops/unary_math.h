@@ -65,5 +65,8 @@ struct Erf {
 struct Reciprocal {
   template <class T> T operator()(T v) const { return T(1) / v; }
 };
+struct Silu {  // x * sigmoid(x); exp(-x) overflowing to inf gives -0, the limit
+  template <class T> T operator()(T v) const { return v / (T(1) + std::exp(-v)); }
+};
 
 }  // namespace graft::kernels::unary_math

@@ -42,5 +42,8 @@ struct Erf {
 struct Reciprocal {
   template <class T> __device__ T operator()(T v) const { return T(1) / v; }
 };
+struct Silu {
+  template <class T> __device__ T operator()(T v) const { return v / (T(1) + dmath::exp(-v)); }
+};
 
 }  // namespace graft::cuda::unary_math

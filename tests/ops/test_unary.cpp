@@ -77,6 +77,7 @@ std::vector<UnaryCase> floating_cases() {
       {"expm1", [](const Tensor& x) { return graft::expm1(x); }, [](double v) { return std::expm1(v); }, -3, 3},
       {"erf", [](const Tensor& x) { return graft::erf(x); }, [](double v) { return std::erf(v); }, -3, 3},
       {"reciprocal", [](const Tensor& x) { return graft::reciprocal(x); }, [](double v) { return 1 / v; }, 0.1, 9},
+      {"silu", [](const Tensor& x) { return graft::silu(x); }, [](double v) { return v * sigmoid_ref(v); }, -20, 20},
       {"gelu", [](const Tensor& x) { return graft::gelu(x); }, gelu_ref, -5, 5},
       {"gelu tanh", [](const Tensor& x) { return graft::gelu(x, "tanh"); }, gelu_tanh_ref, -5, 5},
       {"neg", [](const Tensor& x) { return graft::neg(x); }, [](double v) { return -v; }, -5, 5},
@@ -358,6 +359,22 @@ TEST_CASE("sigmoid_backward and tanh_backward use the saved output") {
   CHECK_THROWS_WITH(ops::sigmoid_backward(graft::tensor(std::vector<int64_t>{1}, {1}),
                                           graft::tensor(std::vector<int64_t>{1}, {1})),
                     Contains("sigmoid_backward") && Contains("floating"));
+}
+
+TEST_CASE("silu matches x * sigmoid(x), saturates, and differentiates through its input") {
+  // x * sigmoid(x) and s (1 + x (1 - s)) in double: torch.nn.functional.silu in float64 and its gradient
+  Tensor x = make({-2.0, 0.0, 1.0, 3.0}, {4}, kFloat64);
+  x.requires_grad_();
+  Tensor y = x.silu();
+  check_close(y, {-0.2384058440442351, 0.0, 0.7310585786300049, 2.8577223804673}, 1e-14, 1e-15);
+  CHECK(y.grad_fn()->name() == "SiluBackward");
+  y.sum().backward();
+  check_close(x.grad(), {-0.09078424878489547, 0.5, 0.9276705118714869, 1.0881041060151693}, 1e-13, 1e-15);
+  // exp(-x) overflowing gives -0 (x * sigmoid(x) -> 0), not NaN; large x gives x.
+  check_close(graft::silu(make({-1000.0, 1000.0}, {2}, kFloat32)), {-0.0, 1000.0}, 0, 0);
+  // Integers compute in float32, as every floating unary op.
+  CHECK(graft::silu(graft::tensor(std::vector<int64_t>{1, 2}, {2})).dtype() == kFloat32);
+  CHECK_THROWS_WITH(ops::silu(Tensor()), Contains("silu"));
 }
 
 TEST_CASE("unary ops on undefined tensors throw") {

@@ -26,44 +26,6 @@ namespace graft {
 namespace kernels {
 namespace {
 
-// A contiguous device copy of what `op` describes (same sizes), through the public clone.
-void materialize(MatOperand& op) {
-  Tensor view(std::make_shared<TensorImpl>(op.t.impl()->storage(), op.t.dtype(), op.sizes, op.strides,
-                                           op.t.storage_offset()));
-  op.t = kernels::contiguous_as(view);
-  op.strides = op.t.strides();
-}
-
-// Strides of size-1 matrix dims are arbitrary in graft: rewrite them so that a row or column
-// vector still reads as row- or column-major with a valid leading dimension.
-void normalize_matrix_strides(MatOperand& op) {
-  size_t nd = op.sizes.size();
-  int64_t &sr = op.strides[nd - 2], &sc = op.strides[nd - 1];
-  int64_t r = op.sizes[nd - 2], c = op.sizes[nd - 1];
-  if (r == 1 && c == 1) {
-    sr = 1;
-    sc = 1;
-  } else if (r == 1) {
-    sr = sc == 1 ? c : 1;
-  } else if (c == 1) {
-    sc = sr == 1 ? r : 1;
-  }
-}
-
-// cuBLAS reads each matrix as row-major (unit column stride, row stride >= cols) or column-major
-// (unit row stride, column stride >= rows); anything else (steps in both dims, stride-0 rows or
-// columns of an expanded view) is copied first.
-bool row_major(const MatOperand& op) { return op.col_stride() == 1 && op.row_stride() >= op.cols(); }
-bool col_major(const MatOperand& op) { return op.row_stride() == 1 && op.col_stride() >= op.rows(); }
-
-void prepare_for_cublas(MatOperand& op) {
-  normalize_matrix_strides(op);
-  if (!row_major(op) && !col_major(op)) {
-    materialize(op);
-    normalize_matrix_strides(op);
-  }
-}
-
 // Element offset of the operand's matrix for each batch of `batch` (row-major order), and
 // whether they step by a single stride (then one strided-batched call covers all of them).
 struct BatchOffsets {
@@ -99,8 +61,8 @@ BatchOffsets batch_offsets(const MatOperand& op, const Shape& batch) {
 // stride as leading dimension, a column-major one as op T with its column stride.
 template <class T>
 void matmul_cublas(MatOperand a, MatOperand b, const Shape& out_sizes, T* out, bool accumulate) {
-  prepare_for_cublas(a);
-  prepare_for_cublas(b);
+  prepare_blas_operand(a);
+  prepare_blas_operand(b);
   size_t nd = out_sizes.size();
   int64_t n = out_sizes[nd - 2], m = out_sizes[nd - 1], k = a.cols();
   Shape batch(out_sizes.begin(), out_sizes.end() - 2);

@@ -186,20 +186,7 @@ Tensor std_cuda(const Tensor& x, const Shape& dims, int64_t correction, bool kee
 // ---- norm ----
 
 Tensor norm_cuda(const Tensor& x, double p, const Shape& dims, bool keepdim) {
-  check_defined(x, "norm", "self");
-  GRAFT_CHECK(is_floating(x.dtype()), "norm: expected a floating point input, got ", describe(x));
-  NormKind kind = p == 0                                          ? NormKind::Zero
-                  : p == 1                                        ? NormKind::One
-                  : p == 2                                        ? NormKind::Two
-                  : p == std::numeric_limits<double>::infinity()  ? NormKind::Inf
-                  : p == -std::numeric_limits<double>::infinity() ? NormKind::NegInf
-                                                                  : NormKind::General;
-  GRAFT_CHECK(!std::isnan(p), "norm: p must not be NaN");
-  ReduceLayout lay = plan_reduction(x, dims, keepdim, "norm");
-  if (kind == NormKind::Inf || kind == NormKind::NegInf) {
-    GRAFT_CHECK(lay.len > 0, "norm: cannot compute the ", p, " norm of an empty reduction (input ", describe(x),
-                "): it has no identity");
-  }
+  auto [kind, lay] = kernels::plan_norm(x, p, dims, keepdim);
   DeviceGuard guard(x.device().index);
   Tensor out = new_tensor(lay.out_sizes, x.dtype(), x.device());
   run(x, lay, x.dtype(), [&](const void* data, const ReduceShape& s, void* scratch) {

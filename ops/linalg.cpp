@@ -21,53 +21,6 @@ namespace {
 
 namespace du = dnnl_utils;
 
-// A contiguous copy of the operand (same sizes). Used when a layout is one the fast path can't
-// read in place; strided_copy reads t's data with op.strides.
-void materialize(MatOperand& op) {
-  Tensor c = new_tensor(op.sizes, op.t.dtype(), op.t.device());
-  strided_copy(c, op.t, op.strides);
-  op.t = c;
-  op.strides = c.strides();
-}
-
-// Strides of size-1 dims are arbitrary in graft but oneDNN checks every stride: rewrite them so
-// a row or column vector still looks row- or column-major and batch dims never overlap.
-void normalize_strides(MatOperand& op) {
-  size_t nd = op.sizes.size();
-  int64_t &sr = op.strides[nd - 2], &sc = op.strides[nd - 1];
-  int64_t r = op.sizes[nd - 2], c = op.sizes[nd - 1];
-  if (r == 1 && c == 1) {
-    sr = 1;
-    sc = 1;
-  } else if (r == 1) {
-    sr = sc == 1 ? c : 1;
-  } else if (c == 1) {
-    sc = sr == 1 ? r : 1;
-  }
-  // Extent (in elements) of everything inside dim d, so a size-1 dim can take it as its stride.
-  int64_t span = (r - 1) * sr + (c - 1) * sc + 1;
-  for (size_t d = nd - 2; d-- > 0;) {
-    if (op.sizes[d] == 1) op.strides[d] = span;
-    span = std::max(span, (op.sizes[d] - 1) * op.strides[d] + span);
-  }
-}
-
-// oneDNN's fast matmul kernels need one unit stride in each matrix (row- or column-major) with
-// a leading dimension that does not overlap rows/columns.
-bool dnnl_friendly(const MatOperand& op) {
-  size_t nd = op.sizes.size();
-  int64_t sr = op.strides[nd - 2], sc = op.strides[nd - 1];
-  return (sc == 1 && sr >= op.cols()) || (sr == 1 && sc >= op.rows());
-}
-
-void prepare_for_dnnl(MatOperand& op) {
-  normalize_strides(op);
-  if (!dnnl_friendly(op)) {
-    materialize(op);
-    normalize_strides(op);
-  }
-}
-
 int max_threads() {
 #ifdef _OPENMP
   return omp_get_max_threads();
@@ -131,8 +84,8 @@ void matmul_f32(MatOperand a, MatOperand b, const Shape& out_sizes, float* out, 
       break;
     }
   }
-  prepare_for_dnnl(a);
-  prepare_for_dnnl(b);
+  prepare_blas_operand(a);
+  prepare_blas_operand(b);
   std::shared_ptr<const MatmulPrimitive> p;
   try {
     p = matmul_primitive(a, b, out_sizes, bias.defined(), accumulate);

@@ -1,10 +1,46 @@
 #include "ops/matmul_plan.h"
 
 #include <algorithm>
+#include <memory>
 
 #include "ops/kernel_utils.h"
 
 namespace graft::kernels {
+
+void materialize(MatOperand& op) {
+  Tensor view(std::make_shared<TensorImpl>(op.t.impl()->storage(), op.t.dtype(), op.sizes, op.strides,
+                                           op.t.storage_offset()));
+  op.t = contiguous_as(view);
+  op.strides = op.t.strides();
+}
+
+void normalize_strides(MatOperand& op) {
+  size_t nd = op.sizes.size();
+  int64_t &sr = op.strides[nd - 2], &sc = op.strides[nd - 1];
+  int64_t r = op.sizes[nd - 2], c = op.sizes[nd - 1];
+  if (r == 1 && c == 1) {
+    sr = 1;
+    sc = 1;
+  } else if (r == 1) {
+    sr = sc == 1 ? c : 1;
+  } else if (c == 1) {
+    sc = sr == 1 ? r : 1;
+  }
+  // Extent (in elements) of everything inside dim d, so a size-1 dim can take it as its stride.
+  int64_t span = (r - 1) * sr + (c - 1) * sc + 1;
+  for (size_t d = nd - 2; d-- > 0;) {
+    if (op.sizes[d] == 1) op.strides[d] = span;
+    span = std::max(span, (op.sizes[d] - 1) * op.strides[d] + span);
+  }
+}
+
+void prepare_blas_operand(MatOperand& op) {
+  normalize_strides(op);
+  if (!row_major(op) && !col_major(op)) {
+    materialize(op);
+    normalize_strides(op);
+  }
+}
 
 void pad_to(MatOperand& op, size_t ndim) {
   size_t extra = ndim - op.sizes.size();

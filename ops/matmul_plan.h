@@ -29,6 +29,19 @@ void pad_to(MatOperand& op, size_t ndim);
 // A batch dim that was expanded (stride 0, size > 1) reads one matrix over and over: describe it
 // as a size-1 dim instead, which the cores then broadcast like any other size-1 batch dim.
 void unexpand_batch(MatOperand& op);
+// Replaces the operand by a contiguous copy of what it describes, on its device (undispatched).
+void materialize(MatOperand& op);
+// Strides of size-1 dims are arbitrary in graft, but BLAS libraries check every stride: rewrites
+// them so a row or column vector still reads as row- or column-major with a valid leading
+// dimension, and a size-1 batch dim never overlaps the dims inside it.
+void normalize_strides(MatOperand& op);
+// What oneDNN's and cuBLAS's fast paths read in place: one unit stride in the matrix and a leading
+// dimension that does not overlap rows (row-major) or columns (column-major).
+inline bool row_major(const MatOperand& op) { return op.col_stride() == 1 && op.row_stride() >= op.cols(); }
+inline bool col_major(const MatOperand& op) { return op.row_stride() == 1 && op.col_stride() >= op.rows(); }
+// normalize_strides, then a contiguous copy where the matrix is neither row- nor column-major
+// (steps in both dims, stride-0 rows or columns of an expanded view).
+void prepare_blas_operand(MatOperand& op);
 
 struct MatmulBackend {
   // out (contiguous, `out_sizes` = batch + [n, m]) = a @ b (+ bias), or += a @ b when accumulate.

@@ -1,6 +1,10 @@
 // Dim resolution and read orders shared by the CPU and CUDA reductions (reduce_plan.h).
 #include "ops/reduce_plan.h"
 
+#include <cmath>
+#include <limits>
+#include <utility>
+
 #include "ops/kernel_utils.h"
 
 namespace graft::kernels {
@@ -26,6 +30,25 @@ ReduceLayout plan_reduction(const Tensor& x, const Shape& dims, bool keepdim, co
     }
   }
   return p;
+}
+
+NormPlan plan_norm(const Tensor& x, double p, const Shape& dims, bool keepdim) {
+  check_defined(x, "norm", "self");
+  GRAFT_CHECK(is_floating(x.dtype()), "norm: expected a floating point input, got ", describe(x));
+  GRAFT_CHECK(!std::isnan(p), "norm: p must not be NaN");
+  constexpr double inf = std::numeric_limits<double>::infinity();
+  NormKind kind = p == 0      ? NormKind::Zero
+                  : p == 1    ? NormKind::One
+                  : p == 2    ? NormKind::Two
+                  : p == inf  ? NormKind::Inf
+                  : p == -inf ? NormKind::NegInf
+                              : NormKind::General;
+  ReduceLayout lay = plan_reduction(x, dims, keepdim, "norm");
+  if (kind == NormKind::Inf || kind == NormKind::NegInf) {
+    GRAFT_CHECK(lay.len > 0, "norm: cannot compute the ", p, " norm of an empty reduction (input ", describe(x),
+                "): it has no identity");
+  }
+  return {kind, std::move(lay)};
 }
 
 void check_nonempty_reduction(const Tensor& x, const ReduceLayout& p, const char* op) {

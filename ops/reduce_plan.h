@@ -8,6 +8,7 @@
 #include <optional>
 #include <vector>
 
+#include "ops/norm_kind.h"
 #include "runtime/tensor.h"
 
 namespace graft::kernels {
@@ -23,6 +24,13 @@ struct ReduceLayout {
 
 // dims empty = every dim. Negative dims wrap; a dim named twice is an error (as PyTorch).
 ReduceLayout plan_reduction(const Tensor& x, const Shape& dims, bool keepdim, const char* op);
+// norm: checks x (defined, floating) and p (not NaN; +-inf needs non-empty rows: no identity),
+// classifies p for the kernels, and lays out the reduction as plan_reduction.
+struct NormPlan {
+  NormKind kind;
+  ReduceLayout layout;
+};
+NormPlan plan_norm(const Tensor& x, double p, const Shape& dims, bool keepdim);
 // sum's result dtype: the requested one, else x's floating dtype, else int64 (bool and int64 sum
 // as int64, as PyTorch). mean takes floating inputs only.
 DType sum_dtype(const Tensor& x, std::optional<DType> dtype);

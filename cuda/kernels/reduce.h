@@ -18,6 +18,7 @@
 
 #include <cstdint>
 
+#include "ops/norm_kind.h"
 #include "runtime/dtype.h"
 
 namespace graft::cuda {
@@ -53,7 +54,6 @@ void launch_arg_extremum(const void* x, DType t, void* values, int64_t* indices,
 void launch_var(const void* x, DType t, void* out, int64_t correction, bool take_sqrt, const ReduceShape& s,
                 void* scratch, cudaStream_t stream);
 
-enum class NormKind : int { Zero, One, Two, Inf, NegInf, General };
 // Floating t only; Inf/NegInf rows must be non-empty.
 void launch_norm(const void* x, DType t, void* out, NormKind kind, double p, const ReduceShape& s, void* scratch,
                  cudaStream_t stream);

@@ -6,6 +6,7 @@
 #include <any>
 #include <optional>
 #include <cmath>
+#include <functional>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -114,6 +115,39 @@ TEST_CASE("the pack hook receives the saved tensor itself, outputs as a history-
   CHECK(r.packed[1].grad_fn() == nullptr);
   CHECK_FALSE(r.packed[1].requires_grad());
   CHECK(e.grad_fn() != nullptr);
+}
+
+TEST_CASE("each unary op packs exactly the tensor its derivative reads: x, y, or nothing") {
+  // The op table's `saves` column (runtime/op_table/unary.def) is visible through the hooks: an
+  // op that saves its input packs x itself, one that saves its output packs an alias of y.
+  Tensor a = tensor({0.5, 0.75, 1.5}, dtype(kFloat64)).requires_grad_();
+  Tensor x = a * 1.0;  // a non-leaf with history, so "is x" is checkable
+  auto check_packs = [&](const char* name, const std::function<Tensor(const Tensor&)>& op, char saves) {
+    INFO(name);
+    Recorder r;
+    Tensor y;
+    {
+      SavedTensorsHooks hooks(r.pack(), r.unpack());
+      y = op(x);
+    }
+    if (saves == '-') {
+      CHECK(r.packed.empty());
+    } else {
+      REQUIRE(r.packed.size() == 1);
+      if (saves == 'x') CHECK(r.packed[0].is_same(x));
+      else CHECK(r.packed[0].data_ptr() == y.data_ptr());
+    }
+    y.sum().backward(Tensor(), /*retain_graph=*/true);  // unpacks through the same hooks
+    CHECK(r.unpacks == static_cast<int>(r.packed.size()));
+  };
+#define GRAFT_UNARY_OP(name, Name, saves, ...) \
+  check_packs(#name, [](const Tensor& t) { return graft::name(t); }, #saves[0]);
+#include "runtime/op_table/unary.def"
+  check_packs("relu", [](const Tensor& t) { return graft::relu(t); }, 'y');
+  check_packs("abs", [](const Tensor& t) { return graft::abs(t); }, 'x');
+  // neg's and sign's derivatives read nothing, so they keep nothing (as PyTorch).
+  check_packs("neg", [](const Tensor& t) { return graft::neg(t); }, '-');
+  check_packs("sign", [](const Tensor& t) { return graft::sign(t); }, '-');
 }
 
 TEST_CASE("the innermost hooks pack, and unpack uses the pair from save time") {

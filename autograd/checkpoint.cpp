@@ -61,7 +61,6 @@ struct StopRecompute {};
 
 thread_local int t_early_stop_override = -1;  // CheckpointEarlyStop: -1 none, 0 off, 1 on
 
-
 bool has_policy(const CheckpointOptions& o) { return o.policy || o.op_policy; }
 
 bool saves_policy(const CheckpointOptions& o, const Op& op, const Stack& args) {

@@ -46,7 +46,6 @@ struct Edge {
   bool is_valid() const { return function != nullptr; }
 };
 
-
 // A tensor hook as stored on a node: fn(grad) -> replacement grad or undefined to keep it.
 // Removal empties `fn` (the shared_ptr lets HookHandle reach it without owning the node).
 struct TensorHook {

@@ -53,13 +53,6 @@ template <class T> T min_nan(T a, T b) {
   return b < a ? b : a;
 }
 
-// Integer power with a possibly negative exponent, as torch.pow on integer tensors.
-inline int64_t int_pow_signed(int64_t a, int64_t b) {
-  if (b >= 0) return int_pow(a, b);
-  if (a == 1) return 1;
-  if (a == -1) return b % 2 ? -1 : 1;
-  return 0;
-}
 
 // ---- bodies: body.template operator()<T>(it) runs the loop for dtype T ----
 

@@ -15,6 +15,7 @@
 #include "ops/kernel_utils.h"
 #include "ops/layer_norm_plan.h"
 #include "ops/ops.h"
+#include "ops/scalar_math.h"
 #include "runtime/dispatcher.h"
 #include "runtime/parallel.h"
 
@@ -112,15 +113,8 @@ void layer_norm_backward_rows(const T* dy, const T* x, const T* mean, const T* r
       }
     }
   });
-  for (int64_t i = 0; i < N && want_params; ++i) {
-    double sw = 0, sb = 0;
-    for (int64_t p = 0; p < pieces; ++p) {
-      sw += pdw[p * N + i];
-      sb += pdb[p * N + i];
-    }
-    if (dw) dw[i] = static_cast<T>(sw);
-    if (db) db[i] = static_cast<T>(sb);
-  }
+  for (int64_t i = 0; i < N && want_params; ++i)
+    scalar_math::finish_param_grads(pdw.data(), pdb.data(), N, pieces, i, dw, db);
 }
 
 std::vector<Tensor> layer_norm_backward_cpu(const Tensor& grad_out, const Tensor& x, const Shape& normalized_shape,

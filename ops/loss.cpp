@@ -12,6 +12,7 @@
 #include "ops/kernel_utils.h"
 #include "ops/softmax_loss_plan.h"
 #include "ops/ops.h"
+#include "ops/scalar_math.h"
 #include "runtime/dispatcher.h"
 #include "runtime/parallel.h"
 
@@ -80,13 +81,8 @@ Tensor class_index_loss(const Tensor& lp_in, const Tensor& target_in, const Tens
           continue;
         }
         const T* row = lp + (i / S) * C * S + i % S;  // lp[n, 0, s]; classes are S apart
-        double wt = w ? static_cast<double>(w[t]) : 1.0;
-        loss = -wt * static_cast<double>(row[t * S]);
-        if (ls > 0) {
-          double smooth = 0;
-          for (int64_t c = 0; c < C; ++c) smooth -= (w ? static_cast<double>(w[c]) : 1.0) * row[c * S];
-          loss = (1 - ls) * loss + ls / static_cast<double>(C) * smooth;
-        }
+        double wt;
+        loss = scalar_math::class_index_loss_term(row, S, C, t, w, ls, &wt);
         acc.loss += loss;
         acc.weight += wt;
       }
@@ -177,11 +173,7 @@ Tensor probability_loss(const Tensor& lp_in, const Tensor& target_in, const Tens
     Piece acc;
     for (int64_t i = b; i < e; ++i) {
       int64_t base = (i / S) * C * S + i % S;
-      double loss = 0;
-      for (int64_t c = 0; c < C; ++c) {
-        double yc = (1 - ls) * static_cast<double>(y[base + c * S]) + ls / static_cast<double>(C);
-        loss -= (w ? static_cast<double>(w[c]) : 1.0) * yc * static_cast<double>(lp[base + c * S]);
-      }
+      double loss = scalar_math::probability_loss_term(lp + base, y + base, S, C, w, ls);
       acc.loss += loss;
       acc.weight += 1;
       if (no) no[i] = static_cast<T>(loss);

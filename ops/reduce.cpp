@@ -27,6 +27,7 @@
 
 #include "ops/kernel_utils.h"
 #include "ops/reduce_plan.h"
+#include "ops/scalar_math.h"
 #include "ops/ops.h"
 #include "runtime/dispatcher.h"
 #include "runtime/parallel.h"
@@ -389,9 +390,7 @@ Tensor argmin_cpu(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
 // Each piece is two-pass (mean first), which is exact enough that no Welford update is needed.
 template <class T>
 struct VarReducer {
-  struct acc_t {
-    double n = 0, mean = 0, m2 = 0;
-  };
+  using acc_t = scalar_math::MomentAcc;
   T* out;
   int64_t len, correction;
   bool take_sqrt;
@@ -408,17 +407,7 @@ struct VarReducer {
     a.m2 = m2;
     return a;
   }
-  void merge(acc_t& a, const acc_t& b) const {
-    if (b.n == 0) return;
-    if (a.n == 0) {
-      a = b;
-      return;
-    }
-    double n = a.n + b.n, delta = b.mean - a.mean;
-    a.m2 += b.m2 + delta * delta * a.n * b.n / n;
-    a.mean += delta * b.n / n;
-    a.n = n;
-  }
+  void merge(acc_t& a, const acc_t& b) const { scalar_math::merge_moments(a, b); }
   void write(int64_t i, const acc_t& a) const {
     double divisor = std::max<double>(0.0, static_cast<double>(len - correction));
     double v = a.m2 / divisor;  // len <= correction gives inf or NaN, as PyTorch

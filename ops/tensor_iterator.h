@@ -44,6 +44,7 @@
 #include <utility>
 
 #include "ops/kernel_utils.h"
+#include "ops/scalar_math.h"
 #include "runtime/parallel.h"
 
 namespace graft::kernels {
@@ -191,15 +192,7 @@ void check_no_internal_overlap(const char* op, const Tensor& out);
 
 // ---- scalar math shared by the elementwise kernels ----
 
-// base ** exp for exp >= 0, wrapping on overflow like PyTorch (unsigned arithmetic: no UB).
-inline int64_t int_pow(int64_t base, int64_t exp) {
-  uint64_t result = 1, b = static_cast<uint64_t>(base);
-  while (exp > 0) {
-    if (exp & 1) result *= b;
-    b *= b;
-    exp >>= 1;
-  }
-  return static_cast<int64_t>(result);
-}
+using scalar_math::int_pow;
+using scalar_math::int_pow_signed;
 
 }  // namespace graft::kernels

@@ -29,13 +29,7 @@ __device__ __forceinline__ T min_nan(T a, T b) {
   return b < a ? b : a;
 }
 
-// Integer power with a possibly negative exponent, as torch.pow on integer tensors.
-__device__ __forceinline__ int64_t int_pow_signed(int64_t a, int64_t b) {
-  if (b >= 0) return int_pow(a, b);
-  if (a == 1) return 1;
-  if (a == -1) return b % 2 ? -1 : 1;
-  return 0;
-}
+using scalar_math::int_pow_signed;
 
 // ---- tensor-tensor ----
 

@@ -22,6 +22,7 @@
 #include <utility>
 
 #include "cuda/kernels/elementwise.h"
+#include "ops/scalar_math.h"
 
 namespace graft::cuda {
 
@@ -198,15 +199,6 @@ __device__ __forceinline__ float pow(float x, float e) { return ::powf(x, e); }
 __device__ __forceinline__ double pow(double x, double e) { return ::pow(x, e); }
 }  // namespace dmath
 
-// base ** exp for exp >= 0, wrapping on overflow like PyTorch (as kernels::int_pow on the CPU).
-__device__ __forceinline__ int64_t int_pow(int64_t base, int64_t exp) {
-  uint64_t result = 1, b = static_cast<uint64_t>(base);
-  while (exp > 0) {
-    if (exp & 1) result *= b;
-    b *= b;
-    exp >>= 1;
-  }
-  return static_cast<int64_t>(result);
-}
+using scalar_math::int_pow;
 
 }  // namespace graft::cuda

@@ -5,6 +5,7 @@
 #include "cuda/kernels/layer_norm.h"
 
 #include "cuda/kernels/reduce_common.cuh"
+#include "ops/scalar_math.h"
 
 namespace graft::cuda {
 using namespace rdetail;
@@ -117,15 +118,8 @@ __global__ void layer_norm_params_partial_kernel(const T* dy, const T* x, const 
 template <class T>
 __global__ void layer_norm_params_finish_kernel(const double* pdw, const double* pdb, int64_t N, int64_t pieces,
                                                 T* dw, T* db) {
-  for (int64_t i = global_thread(); i < N; i += global_stride()) {
-    double sw = 0, sb = 0;
-    for (int64_t p = 0; p < pieces; ++p) {
-      sw += pdw[p * N + i];
-      sb += pdb[p * N + i];
-    }
-    if (dw) dw[i] = static_cast<T>(sw);
-    if (db) db[i] = static_cast<T>(sb);
-  }
+  for (int64_t i = global_thread(); i < N; i += global_stride())
+    scalar_math::finish_param_grads(pdw, pdb, N, pieces, i, dw, db);
 }
 
 }  // namespace

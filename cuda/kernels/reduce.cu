@@ -14,6 +14,7 @@
 #include <type_traits>
 
 #include "cuda/kernels/reduce_common.cuh"
+#include "ops/scalar_math.h"
 
 namespace graft::cuda {
 using namespace rdetail;
@@ -207,25 +208,13 @@ struct ArgOp {
 // is a piece of one, so each thread's running update is Welford's).
 template <class T>
 struct VarOp {
-  struct acc_t {
-    double n, mean, m2;
-  };
+  using acc_t = scalar_math::MomentAcc;
   T* out;
   int64_t len, correction;
   bool take_sqrt;
   __device__ acc_t identity() const { return acc_t{0, 0, 0}; }
   __device__ acc_t load(T v, int64_t) const { return acc_t{1, static_cast<double>(v), 0}; }
-  __device__ void combine(acc_t& a, const acc_t& b) const {
-    if (b.n == 0) return;
-    if (a.n == 0) {
-      a = b;
-      return;
-    }
-    double n = a.n + b.n, delta = b.mean - a.mean;
-    a.m2 += b.m2 + delta * delta * a.n * b.n / n;
-    a.mean += delta * b.n / n;
-    a.n = n;
-  }
+  __device__ void combine(acc_t& a, const acc_t& b) const { scalar_math::merge_moments(a, b); }
   __device__ void write(int64_t i, const acc_t& a) const {
     double divisor = static_cast<double>(len - correction);
     if (divisor < 0) divisor = 0;

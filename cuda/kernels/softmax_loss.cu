@@ -12,6 +12,7 @@
 #include <type_traits>
 
 #include "cuda/kernels/reduce_common.cuh"
+#include "ops/scalar_math.h"
 
 namespace graft::cuda {
 using namespace rdetail;
@@ -192,13 +193,8 @@ __global__ void class_index_loss_kernel(const T* lp, const int64_t* tg, const T*
     double loss = 0;
     if (t != ignore_index) {
       const T* row = lp + (i / S) * C * S + i % S;  // lp[n, 0, s]; classes are S apart
-      double wt = w ? static_cast<double>(w[t]) : 1.0;
-      loss = -wt * static_cast<double>(row[t * S]);
-      if (ls > 0) {
-        double smooth = 0;
-        for (int64_t c = 0; c < C; ++c) smooth -= (w ? static_cast<double>(w[c]) : 1.0) * row[c * S];
-        loss = (1 - ls) * loss + ls / static_cast<double>(C) * smooth;
-      }
+      double wt;
+      loss = scalar_math::class_index_loss_term(row, S, C, t, w, ls, &wt);
       loss_sum += loss;
       weight_sum += wt;
     }
@@ -213,11 +209,7 @@ __global__ void probability_loss_kernel(const T* lp, const T* y, const T* w, int
   double loss_sum = 0, weight_sum = 0;
   for (int64_t i = global_thread(); i < M; i += global_stride()) {
     int64_t base = (i / S) * C * S + i % S;
-    double loss = 0;
-    for (int64_t c = 0; c < C; ++c) {
-      double yc = (1 - ls) * static_cast<double>(y[base + c * S]) + ls / static_cast<double>(C);
-      loss -= (w ? static_cast<double>(w[c]) : 1.0) * yc * static_cast<double>(lp[base + c * S]);
-    }
+    double loss = scalar_math::probability_loss_term(lp + base, y + base, S, C, w, ls);
     loss_sum += loss;
     weight_sum += 1;
     if (none_out) none_out[i] = static_cast<T>(loss);

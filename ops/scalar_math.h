@@ -1,0 +1,103 @@
+#pragma once
+// Scalar arithmetic that the CPU kernels (ops/) and the CUDA kernels (cuda/kernels/, nvcc) both
+// run, written once: the numbers a device computes must not depend on which copy of a formula it
+// compiled.
+//
+// Invariants:
+// 1. Plain C++ on scalars and raw pointers: no graft type, no std:: container, nothing that nvcc
+//    cannot compile for the device. Every function is GRAFT_HOST_DEVICE and inline.
+// 2. What stays per device is only how elements reach these functions (threads, blocks, vector
+//    loads, partial sums), never the formula itself.
+#include <cstdint>
+
+#if defined(__CUDACC__)
+#define GRAFT_HOST_DEVICE __host__ __device__
+#else
+#define GRAFT_HOST_DEVICE
+#endif
+
+namespace graft::scalar_math {
+
+// base ** exp for exp >= 0, wrapping on overflow like PyTorch (unsigned arithmetic: no UB).
+GRAFT_HOST_DEVICE inline int64_t int_pow(int64_t base, int64_t exp) {
+  uint64_t result = 1, b = static_cast<uint64_t>(base);
+  while (exp > 0) {
+    if (exp & 1) result *= b;
+    b *= b;
+    exp >>= 1;
+  }
+  return static_cast<int64_t>(result);
+}
+
+// Integer power with a possibly negative exponent, as torch.pow on integer tensors: only 1 and -1
+// have an integer reciprocal power, everything else truncates to 0.
+GRAFT_HOST_DEVICE inline int64_t int_pow_signed(int64_t a, int64_t b) {
+  if (b >= 0) return int_pow(a, b);
+  if (a == 1) return 1;
+  if (a == -1) return b % 2 ? -1 : 1;
+  return 0;
+}
+
+// Count, mean and sum of squared deviations of a piece of a row. Two pieces merge with Chan et al.'s
+// formula; `left` is the earlier piece, so the merge order (and so the rounding) is fixed.
+struct MomentAcc {
+  double n = 0, mean = 0, m2 = 0;
+};
+GRAFT_HOST_DEVICE inline void merge_moments(MomentAcc& left, const MomentAcc& right) {
+  if (right.n == 0) return;
+  if (left.n == 0) {
+    left = right;
+    return;
+  }
+  double n = left.n + right.n, delta = right.mean - left.mean;
+  left.m2 += right.m2 + delta * delta * left.n * right.n / n;
+  left.mean += delta * right.n / n;
+  left.n = n;
+}
+
+// The loss of one sample with class index t (t != ignore_index, 0 <= t < C) of nll_loss and
+// cross_entropy: -w[t] * lp[t], blended with label smoothing ls as
+// (1 - ls) * that + ls / C * sum_c (-w[c] * lp[c]). `row` points at lp[n, 0, s] (classes are S
+// apart); w may be null (all ones). Returns the loss; *weight gets w[t], the mean's denominator.
+template <class T>
+GRAFT_HOST_DEVICE inline double class_index_loss_term(const T* row, int64_t S, int64_t C, int64_t t, const T* w,
+                                                      double ls, double* weight) {
+  double wt = w ? static_cast<double>(w[t]) : 1.0;
+  double loss = -wt * static_cast<double>(row[t * S]);
+  if (ls > 0) {
+    double smooth = 0;
+    for (int64_t c = 0; c < C; ++c) smooth -= (w ? static_cast<double>(w[c]) : 1.0) * static_cast<double>(row[c * S]);
+    loss = (1 - ls) * loss + ls / static_cast<double>(C) * smooth;
+  }
+  *weight = wt;
+  return loss;
+}
+
+// The loss of one sample of cross_entropy with class probabilities y (same layout as lp):
+// -sum_c w[c] * y'[c] * lp[c] with the smoothed target y' = (1 - ls) * y + ls / C.
+template <class T>
+GRAFT_HOST_DEVICE inline double probability_loss_term(const T* lp, const T* y, int64_t S, int64_t C, const T* w,
+                                                      double ls) {
+  double loss = 0;
+  for (int64_t c = 0; c < C; ++c) {
+    double yc = (1 - ls) * static_cast<double>(y[c * S]) + ls / static_cast<double>(C);
+    loss -= (w ? static_cast<double>(w[c]) : 1.0) * yc * static_cast<double>(lp[c * S]);
+  }
+  return loss;
+}
+
+// Column i of layer norm's weight and bias gradients from `pieces` partial sums ([pieces, N]
+// each), added in piece order so that the result does not depend on how rows were split.
+template <class T>
+GRAFT_HOST_DEVICE inline void finish_param_grads(const double* pdw, const double* pdb, int64_t N, int64_t pieces,
+                                                 int64_t i, T* dw, T* db) {
+  double sw = 0, sb = 0;
+  for (int64_t p = 0; p < pieces; ++p) {
+    sw += pdw[p * N + i];
+    sb += pdb[p * N + i];
+  }
+  if (dw) dw[i] = static_cast<T>(sw);
+  if (db) db[i] = static_cast<T>(sb);
+}
+
+}  // namespace graft::scalar_math

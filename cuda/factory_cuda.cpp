@@ -5,6 +5,7 @@
 #include "cuda/cuda_context.h"
 #include "cuda/elementwise_cuda.h"
 #include "cuda/kernels/copy.h"
+#include "ops/factory_plan.h"
 #include "ops/kernel_utils.h"
 #include "runtime/dispatcher.h"
 
@@ -33,11 +34,7 @@ Tensor full_cuda(const Shape& sizes, Scalar value, DType dtype, Device device) {
 }
 
 Tensor arange_cuda(double start, double end, double step, DType dtype, Device device) {
-  GRAFT_CHECK(step != 0, "arange: step must be nonzero");
-  GRAFT_CHECK(std::isfinite(start) && std::isfinite(end), "arange: unsupported range [", start, ", ", end, ")");
-  GRAFT_CHECK((step > 0 && end >= start) || (step < 0 && end <= start), "arange: upper bound and larger bound ",
-              "inconsistent with step sign (start ", start, ", end ", end, ", step ", step, ")");
-  auto n = static_cast<int64_t>(std::ceil((end - start) / step));
+  int64_t n = kernels::plan_arange(start, end, step);
   DeviceGuard guard(device.index);
   Tensor t = kernels::new_tensor({n}, dtype, device);
   launch_arange(dtype, t.data_ptr(), n, start, step, current_stream());

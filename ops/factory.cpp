@@ -1,6 +1,7 @@
 // Factories: empty/full/arange on CPU. The public zeros/ones/... build on these.
 #include <cmath>
 
+#include "ops/factory_plan.h"
 #include "ops/kernel_utils.h"
 #include "ops/ops.h"
 #include "runtime/dispatcher.h"
@@ -24,11 +25,7 @@ Tensor full_cpu(const Shape& sizes, Scalar value, DType dtype, Device device) {
 }
 
 Tensor arange_cpu(double start, double end, double step, DType dtype, Device device) {
-  GRAFT_CHECK(step != 0, "arange: step must be nonzero");
-  GRAFT_CHECK(std::isfinite(start) && std::isfinite(end), "arange: unsupported range [", start, ", ", end, ")");
-  GRAFT_CHECK((step > 0 && end >= start) || (step < 0 && end <= start), "arange: upper bound and larger bound ",
-              "inconsistent with step sign (start ", start, ", end ", end, ", step ", step, ")");
-  auto n = static_cast<int64_t>(std::ceil((end - start) / step));
+  int64_t n = plan_arange(start, end, step);
   Tensor t = new_tensor({n}, dtype, device);
   dispatch_dtype(dtype, "arange", [&]<class T>() {
     T* d = static_cast<T*>(t.data_ptr());

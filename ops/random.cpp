@@ -12,6 +12,7 @@
 
 #include "ops/kernel_utils.h"
 #include "ops/ops.h"
+#include "ops/random_plan.h"
 #include "runtime/dispatcher.h"
 #include "runtime/generator.h"
 #include "runtime/parallel.h"
@@ -36,13 +37,9 @@ inline double box_muller(double u1, double u2) {
 }
 
 Tensor normal_cpu(const Tensor& self, double mean, double std) {
-  check_floating(self, "normal_");
-  GRAFT_CHECK(std >= 0, "normal_: expects std >= 0.0, but found std ", std);
-  auto n = static_cast<uint64_t>(self.numel());
-  Generator& g = default_generator(self.device());
-  uint64_t seed = g.seed();
+  const RandomFill f = plan_normal(self, mean, std);
+  const uint64_t seed = f.seed, base = f.base;
   if (self.dtype() == kFloat32) {
-    uint64_t base = g.reserve((n + 1) / 2);
     fill_elements<float>(self, [&](int64_t i) {
       auto w = philox4x32(seed, base + static_cast<uint64_t>(i) / 2);
       int k = 2 * static_cast<int>(i % 2);
@@ -50,7 +47,6 @@ Tensor normal_cpu(const Tensor& self, double mean, double std) {
       return static_cast<float>(mean + std * z);
     });
   } else {
-    uint64_t base = g.reserve(n);
     fill_elements<double>(self, [&](int64_t i) {
       auto w = philox4x32(seed, base + static_cast<uint64_t>(i));
       return mean + std * box_muller(uint_to_unit_double(w[0], w[1]), uint_to_unit_double(w[2], w[3]));
@@ -60,19 +56,14 @@ Tensor normal_cpu(const Tensor& self, double mean, double std) {
 }
 
 Tensor uniform_cpu(const Tensor& self, double from, double to) {
-  check_floating(self, "uniform_");
-  GRAFT_CHECK(from <= to, "uniform_: expects from <= to, but found from=", from, " > to=", to);
-  auto n = static_cast<uint64_t>(self.numel());
-  Generator& g = default_generator(self.device());
-  uint64_t seed = g.seed();
+  const RandomFill f = plan_uniform(self, from, to);
+  const uint64_t seed = f.seed, base = f.base;
   if (self.dtype() == kFloat32) {
-    uint64_t base = g.reserve((n + 3) / 4);
     fill_elements<float>(self, [&](int64_t i) {
       auto w = philox4x32(seed, base + static_cast<uint64_t>(i) / 4);
       return static_cast<float>(from + (to - from) * uint_to_unit_float(w[i % 4]));
     });
   } else {
-    uint64_t base = g.reserve((n + 1) / 2);
     fill_elements<double>(self, [&](int64_t i) {
       auto w = philox4x32(seed, base + static_cast<uint64_t>(i) / 2);
       int k = 2 * static_cast<int>(i % 2);
@@ -83,13 +74,8 @@ Tensor uniform_cpu(const Tensor& self, double from, double to) {
 }
 
 Tensor random_cpu(const Tensor& self, int64_t low, int64_t high) {
-  GRAFT_CHECK(low < high, "random_: expects low < high, but got low=", low, ", high=", high);
-  GRAFT_CHECK(self.dtype() != kBool || (low >= 0 && high <= 2), "random_: range [", low, ", ", high,
-              ") does not fit a bool tensor");
-  auto n = static_cast<uint64_t>(self.numel());
-  Generator& g = default_generator(self.device());
-  uint64_t seed = g.seed();
-  uint64_t base = g.reserve((n + 1) / 2);
+  const RandomFill f = plan_random(self, low, high);
+  const uint64_t seed = f.seed, base = f.base;
   auto range = static_cast<uint64_t>(high - low);
   dispatch_dtype(self.dtype(), "random_", [&]<class T>() {
     fill_elements<T>(self, [&](int64_t i) {
@@ -103,11 +89,8 @@ Tensor random_cpu(const Tensor& self, int64_t low, int64_t high) {
 }
 
 Tensor bernoulli_cpu(const Tensor& self, double p) {
-  GRAFT_CHECK(p >= 0 && p <= 1, "bernoulli_: expects 0 <= p <= 1, but got p=", p);
-  auto n = static_cast<uint64_t>(self.numel());
-  Generator& g = default_generator(self.device());
-  uint64_t seed = g.seed();
-  uint64_t base = g.reserve((n + 3) / 4);
+  const RandomFill f = plan_bernoulli(self, p);
+  const uint64_t seed = f.seed, base = f.base;
   dispatch_dtype(self.dtype(), "bernoulli_", [&]<class T>() {
     fill_elements<T>(self, [&](int64_t i) {
       auto w = philox4x32(seed, base + static_cast<uint64_t>(i) / 4);
@@ -117,24 +100,14 @@ Tensor bernoulli_cpu(const Tensor& self, double p) {
   return self;
 }
 
-Tensor randn_cpu(const Shape& sizes, DType dtype, Device device) {
-  return normal_cpu(new_tensor(sizes, dtype, device), 0, 1);
-}
-Tensor rand_cpu(const Shape& sizes, DType dtype, Device device) {
-  return uniform_cpu(new_tensor(sizes, dtype, device), 0, 1);
-}
-Tensor randint_cpu(int64_t low, int64_t high, const Shape& sizes, DType dtype, Device device) {
-  return random_cpu(new_tensor(sizes, dtype, device), low, high);
-}
-
 }  // namespace
 
 GRAFT_DEFINE_OP("randn(int[] size, ScalarType dtype, Device device) -> Tensor");
 GRAFT_DEFINE_OP("rand(int[] size, ScalarType dtype, Device device) -> Tensor");
 GRAFT_DEFINE_OP("randint(int low, int high, int[] size, ScalarType dtype, Device device) -> Tensor");
-GRAFT_KERNEL("randn", CPU, randn_cpu);
-GRAFT_KERNEL("rand", CPU, rand_cpu);
-GRAFT_KERNEL("randint", CPU, randint_cpu);
+GRAFT_KERNEL("randn", CPU, randn_any);
+GRAFT_KERNEL("rand", CPU, rand_any);
+GRAFT_KERNEL("randint", CPU, randint_any);
 GRAFT_DEFINE_OP("normal_(Tensor(a!) self, float mean, float std) -> Tensor(a!)");
 GRAFT_DEFINE_OP("uniform_(Tensor(a!) self, float from, float to) -> Tensor(a!)");
 GRAFT_DEFINE_OP("random_(Tensor(a!) self, int low, int high) -> Tensor(a!)");

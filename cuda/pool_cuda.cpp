@@ -1,6 +1,6 @@
 // CUDA kernels for 2-D max and average pooling and their backward kernels (device code in
-// kernels/pool.cu). Argument checks, output sizes (ceil_mode), padding, divisor and index
-// semantics mirror ops/pool.cpp.
+// kernels/pool.cu). Argument checks and output sizes come from the shared plans
+// (ops/conv_pool_params.h); padding, divisor and index semantics are those of ops/pool.cpp.
 #include <algorithm>
 #include <type_traits>
 
@@ -23,36 +23,15 @@ cuda::PoolGeometry geometry(const PoolParams& p) {
 
 // ---- max ----
 
-// Indices are only written when `ind` is given (max_pool2d alone does not need them).
-Tensor max_pool2d_impl(const Tensor& input, const Shape& kernel, const Shape& stride, const Shape& padding,
-                       const Shape& dilation, bool ceil_mode, Tensor* ind) {
-  const char* op = "max_pool2d";
-  PoolParams p = plan_max_pool2d(input, kernel, stride, padding, dilation, ceil_mode);
-  cuda::DeviceGuard guard(input.device().index);
-  Tensor out = new_tensor(p.output_sizes(), input.dtype(), input.device());
-  if (ind) *ind = new_tensor(p.output_sizes(), kInt64, input.device());
-  if (out.numel() == 0) return out;
+// x [planes, H, W] -> out, ind [planes, OH, OW]; indices only when `ind` is given.
+void max_pool_fill_cuda(const PoolParams& p, const Tensor& x, const Tensor& out, const Tensor* ind) {
+  cuda::DeviceGuard guard(x.device().index);
   cudaStream_t stream = cuda::current_stream();
-  Tensor x = kernels::contiguous_as(input);
-  dispatch_dtype(input.dtype(), op, [&]<class T>() {
+  dispatch_dtype(x.dtype(), "max_pool2d", [&]<class T>() {
     if constexpr (!std::is_same_v<T, bool>)
-      // x [planes, H, W] -> out, ind [planes, OH, OW]
       cuda::launch_max_pool2d<T>(static_cast<const T*>(x.data_ptr()), static_cast<T*>(out.data_ptr()),
                                  ind ? ind->data_ptr<int64_t>() : nullptr, geometry(p), stream);
   });
-  return out;
-}
-
-std::tuple<Tensor, Tensor> max_pool2d_with_indices_cuda(const Tensor& input, const Shape& kernel, const Shape& stride,
-                                                        const Shape& padding, const Shape& dilation, bool ceil_mode) {
-  Tensor ind;
-  Tensor out = max_pool2d_impl(input, kernel, stride, padding, dilation, ceil_mode, &ind);
-  return {out, ind};
-}
-
-Tensor max_pool2d_cuda(const Tensor& input, const Shape& kernel, const Shape& stride, const Shape& padding,
-                       const Shape& dilation, bool ceil_mode) {
-  return max_pool2d_impl(input, kernel, stride, padding, dilation, ceil_mode, nullptr);
 }
 
 // grad_input[plane][indices[o]] += grad_out[o]  (windows may overlap, so positions accumulate).
@@ -124,8 +103,8 @@ Tensor avg_pool2d_backward_cuda(const Tensor& grad_out, const Tensor& input, con
 
 }  // namespace
 
-GRAFT_KERNEL("max_pool2d_with_indices", CUDA, max_pool2d_with_indices_cuda);
-GRAFT_KERNEL("max_pool2d", CUDA, max_pool2d_cuda);
+GRAFT_KERNEL("max_pool2d_with_indices", CUDA, max_pool2d_with_indices_kernel<max_pool_fill_cuda>);
+GRAFT_KERNEL("max_pool2d", CUDA, max_pool2d_kernel<max_pool_fill_cuda>);
 GRAFT_KERNEL("max_pool2d_backward", CUDA, max_pool2d_backward_cuda);
 GRAFT_KERNEL("avg_pool2d", CUDA, avg_pool2d_cuda);
 GRAFT_KERNEL("avg_pool2d_backward", CUDA, avg_pool2d_backward_cuda);

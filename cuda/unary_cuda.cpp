@@ -166,21 +166,8 @@ Tensor tanh_backward_cuda(const Tensor& grad, const Tensor& y) {
 
 #define GRAFT_UNARY_OP(name, ...) GRAFT_KERNEL(#name, CUDA, name##_cuda);
 #include "runtime/op_table/unary.def"
-GRAFT_KERNEL("neg", CUDA, neg_cuda);
-GRAFT_KERNEL("relu", CUDA, relu_cuda);
-GRAFT_KERNEL("abs", CUDA, abs_cuda);
-GRAFT_KERNEL("sign", CUDA, sign_cuda);
-GRAFT_KERNEL("gelu", CUDA, gelu_cuda);
-GRAFT_KERNEL("pow.Tensor_Scalar", CUDA, pow_scalar_cuda);
-GRAFT_KERNEL("logical_not", CUDA, logical_not_cuda);
-GRAFT_KERNEL("sin_", CUDA, sin_inplace_cuda);
-GRAFT_KERNEL("exp_", CUDA, exp_inplace_cuda);
-GRAFT_KERNEL("relu_", CUDA, relu_inplace_cuda);
-GRAFT_KERNEL("neg_", CUDA, neg_inplace_cuda);
-GRAFT_KERNEL("sqrt_", CUDA, sqrt_inplace_cuda);
-GRAFT_KERNEL("threshold_backward", CUDA, threshold_backward_cuda);
-GRAFT_KERNEL("gelu_backward", CUDA, gelu_backward_cuda);
-GRAFT_KERNEL("sigmoid_backward", CUDA, sigmoid_backward_cuda);
-GRAFT_KERNEL("tanh_backward", CUDA, tanh_backward_cuda);
+#define GRAFT_CUDA_UNARY_KERNEL(name, stem) GRAFT_KERNEL(name, CUDA, stem##_cuda);
+GRAFT_UNARY_KERNELS(GRAFT_CUDA_UNARY_KERNEL)
+#undef GRAFT_CUDA_UNARY_KERNEL
 
 }  // namespace graft::cuda

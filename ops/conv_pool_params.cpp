@@ -121,6 +121,15 @@ PoolParams plan_max_pool2d(const Tensor& input, const Shape& kernel, const Shape
   return pool_params(op, input.sizes(), kernel, stride, padding, dilation, ceil_mode);
 }
 
+Tensor run_max_pool2d(MaxPoolFill fill, const Tensor& input, const Shape& kernel, const Shape& stride,
+                      const Shape& padding, const Shape& dilation, bool ceil_mode, Tensor* ind) {
+  PoolParams p = plan_max_pool2d(input, kernel, stride, padding, dilation, ceil_mode);
+  Tensor out = new_tensor(p.output_sizes(), input.dtype(), input.device());
+  if (ind) *ind = new_tensor(p.output_sizes(), kInt64, input.device());
+  if (out.numel() > 0) fill(p, contiguous_as(input), out, ind);
+  return out;
+}
+
 MaxPoolBackwardPlan plan_max_pool2d_backward(const Tensor& grad_out, const Tensor& input, const Tensor& indices) {
   const char* op = "max_pool2d_backward";
   check_defined(grad_out, op, "grad_out");

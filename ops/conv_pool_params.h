@@ -2,6 +2,7 @@
 // Argument checking and output-size arithmetic of conv2d, max/avg pooling and their backward ops,
 // shared by the CPU kernels (ops/conv.cpp, ops/pool.cpp) and the CUDA ones (cuda/conv_cuda.cpp,
 // cuda/pool_cuda.cpp), so both devices accept the same arguments and word their errors the same way.
+#include <tuple>
 #include <utility>
 
 #include "runtime/shape.h"
@@ -55,6 +56,27 @@ PoolParams pool_params(const char* op, const Shape& in, const Shape& kernel, con
 // The whole argument check of each pooling op (the devices then only compute).
 PoolParams plan_max_pool2d(const Tensor& input, const Shape& kernel, const Shape& stride, const Shape& padding,
                            const Shape& dilation, bool ceil_mode);
+// max_pool2d and max_pool2d_with_indices on every device: the plan, the outputs and the
+// contiguous input are shared; a device supplies only Fill, which computes out [planes, OH, OW]
+// (and ind, when non-null, as flat H * W positions) from a contiguous x [planes, H, W]. Fill is
+// not called for an empty output.
+using MaxPoolFill = void (*)(const PoolParams& p, const Tensor& x, const Tensor& out, const Tensor* ind);
+Tensor run_max_pool2d(MaxPoolFill fill, const Tensor& input, const Shape& kernel, const Shape& stride,
+                      const Shape& padding, const Shape& dilation, bool ceil_mode, Tensor* ind);
+template <MaxPoolFill Fill>
+std::tuple<Tensor, Tensor> max_pool2d_with_indices_kernel(const Tensor& input, const Shape& kernel,
+                                                          const Shape& stride, const Shape& padding,
+                                                          const Shape& dilation, bool ceil_mode) {
+  Tensor ind;
+  Tensor out = run_max_pool2d(Fill, input, kernel, stride, padding, dilation, ceil_mode, &ind);
+  return {out, ind};
+}
+template <MaxPoolFill Fill>
+Tensor max_pool2d_kernel(const Tensor& input, const Shape& kernel, const Shape& stride, const Shape& padding,
+                         const Shape& dilation, bool ceil_mode) {
+  return run_max_pool2d(Fill, input, kernel, stride, padding, dilation, ceil_mode, nullptr);
+}
+
 // max_pool2d_backward scatters grad_out [planes, per_out] into grad_input [planes, per_in = H * W]
 // at the saved indices.
 struct MaxPoolBackwardPlan {

@@ -100,32 +100,13 @@ void max_pool_fwd(const PoolParams& p, const T* x, T* y, int64_t* ind) {
   });
 }
 
-// Indices are only written when `ind` is defined (max_pool2d alone does not need them).
-Tensor max_pool2d_impl(const Tensor& input, const Shape& kernel, const Shape& stride, const Shape& padding,
-                       const Shape& dilation, bool ceil_mode, Tensor* ind) {
-  const char* op = "max_pool2d";
-  PoolParams p = plan_max_pool2d(input, kernel, stride, padding, dilation, ceil_mode);
-  Tensor out = new_tensor(p.output_sizes(), input.dtype(), input.device());
-  if (ind) *ind = new_tensor(p.output_sizes(), kInt64, input.device());
-  Tensor x = contiguous_cpu(input);
-  dispatch_dtype(input.dtype(), op, [&]<class T>() {
+// x [planes, H, W] -> out, ind [planes, OH, OW]; indices only when `ind` is given.
+void max_pool_fill_cpu(const PoolParams& p, const Tensor& x, const Tensor& out, const Tensor* ind) {
+  dispatch_dtype(x.dtype(), "max_pool2d", [&]<class T>() {
     if constexpr (!std::is_same_v<T, bool>)
       max_pool_fwd<T>(p, static_cast<const T*>(x.data_ptr()), static_cast<T*>(out.data_ptr()),
                       ind ? ind->data_ptr<int64_t>() : nullptr);
   });
-  return out;
-}
-
-std::tuple<Tensor, Tensor> max_pool2d_with_indices_cpu(const Tensor& input, const Shape& kernel, const Shape& stride,
-                                                       const Shape& padding, const Shape& dilation, bool ceil_mode) {
-  Tensor ind;
-  Tensor out = max_pool2d_impl(input, kernel, stride, padding, dilation, ceil_mode, &ind);
-  return {out, ind};
-}
-
-Tensor max_pool2d_cpu(const Tensor& input, const Shape& kernel, const Shape& stride, const Shape& padding,
-                      const Shape& dilation, bool ceil_mode) {
-  return max_pool2d_impl(input, kernel, stride, padding, dilation, ceil_mode, nullptr);
 }
 
 // grad_input[plane][indices[o]] += grad_out[o]  (windows may overlap, so positions accumulate)
@@ -256,8 +237,8 @@ GRAFT_DEFINE_OP(
 GRAFT_DEFINE_OP(
     "avg_pool2d_backward(Tensor grad_out, Tensor self, int[] kernel_size, int[] stride, int[] padding, "
     "bool ceil_mode, bool count_include_pad) -> Tensor");
-GRAFT_KERNEL("max_pool2d_with_indices", CPU, max_pool2d_with_indices_cpu);
-GRAFT_KERNEL("max_pool2d", CPU, max_pool2d_cpu);
+GRAFT_KERNEL("max_pool2d_with_indices", CPU, max_pool2d_with_indices_kernel<max_pool_fill_cpu>);
+GRAFT_KERNEL("max_pool2d", CPU, max_pool2d_kernel<max_pool_fill_cpu>);
 GRAFT_KERNEL("max_pool2d_backward", CPU, max_pool2d_backward_cpu);
 GRAFT_KERNEL("avg_pool2d", CPU, avg_pool2d_cpu);
 GRAFT_KERNEL("avg_pool2d_backward", CPU, avg_pool2d_backward_cpu);

@@ -311,22 +311,9 @@ GRAFT_DEFINE_OP("tanh_backward(Tensor grad_output, Tensor output) -> Tensor");
 
 #define GRAFT_UNARY_OP(name, ...) GRAFT_KERNEL(#name, CPU, name##_cpu);
 #include "runtime/op_table/unary.def"
-GRAFT_KERNEL("neg", CPU, neg_cpu);
-GRAFT_KERNEL("relu", CPU, relu_cpu);
-GRAFT_KERNEL("abs", CPU, abs_cpu);
-GRAFT_KERNEL("sign", CPU, sign_cpu);
-GRAFT_KERNEL("gelu", CPU, gelu_cpu);
-GRAFT_KERNEL("pow.Tensor_Scalar", CPU, pow_scalar_cpu);
-GRAFT_KERNEL("logical_not", CPU, logical_not_cpu);
-GRAFT_KERNEL("sin_", CPU, sin_inplace_cpu);
-GRAFT_KERNEL("exp_", CPU, exp_inplace_cpu);
-GRAFT_KERNEL("relu_", CPU, relu_inplace_cpu);
-GRAFT_KERNEL("neg_", CPU, neg_inplace_cpu);
-GRAFT_KERNEL("sqrt_", CPU, sqrt_inplace_cpu);
-GRAFT_KERNEL("threshold_backward", CPU, threshold_backward_cpu);
-GRAFT_KERNEL("gelu_backward", CPU, gelu_backward_cpu);
-GRAFT_KERNEL("sigmoid_backward", CPU, sigmoid_backward_cpu);
-GRAFT_KERNEL("tanh_backward", CPU, tanh_backward_cpu);
+#define GRAFT_CPU_UNARY_KERNEL(name, stem) GRAFT_KERNEL(name, CPU, stem##_cpu);
+GRAFT_UNARY_KERNELS(GRAFT_CPU_UNARY_KERNEL)
+#undef GRAFT_CPU_UNARY_KERNEL
 
 }  // namespace kernels
 

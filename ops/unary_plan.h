@@ -8,6 +8,16 @@
 // must be able to write their result type into self.
 #include "ops/tensor_iterator.h"
 
+// The unary family's kernels outside the op table (runtime/op_table/unary.def), as (op name,
+// kernel stem): every device defines stem##_<device> for each and registers the list with
+// GRAFT_UNARY_KERNELS(its macro), so a device cannot register a different set by accident.
+#define GRAFT_UNARY_KERNELS(X)                                                                      \
+  X("neg", neg) X("relu", relu) X("abs", abs) X("sign", sign) X("gelu", gelu)                       \
+  X("pow.Tensor_Scalar", pow_scalar) X("logical_not", logical_not) X("sin_", sin_inplace)           \
+  X("exp_", exp_inplace) X("relu_", relu_inplace) X("neg_", neg_inplace) X("sqrt_", sqrt_inplace)   \
+  X("threshold_backward", threshold_backward) X("gelu_backward", gelu_backward)                     \
+  X("sigmoid_backward", sigmoid_backward) X("tanh_backward", tanh_backward)
+
 namespace graft::kernels {
 
 // y = f(x) in floating point: builds `it` (output allocated) and returns the dtype f runs in.

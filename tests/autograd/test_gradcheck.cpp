@@ -9,6 +9,7 @@
 #include <limits>
 #include <string_view>
 
+#include "autograd/gradcheck_coverage.h"
 #include "graft.h"
 
 using namespace graft;
@@ -54,17 +55,6 @@ Tensor stepped(const Tensor& values) {
   return leaf(v);
 }
 
-// Runs gradcheck with a name in the failure message.
-#define GRADCHECK(what, ...)            \
-  do {                                  \
-    INFO(what);                         \
-    CHECK(gradcheck(__VA_ARGS__));      \
-  } while (0)
-#define GRADGRADCHECK(what, ...)        \
-  do {                                  \
-    INFO(what);                         \
-    CHECK(gradgradcheck(__VA_ARGS__));  \
-  } while (0)
 
 struct Unary {
   const char* name;

@@ -6,6 +6,7 @@
 
 #include <functional>
 
+#include "autograd/gradcheck_coverage.h"
 #include "graft.h"
 
 using namespace graft;
@@ -32,16 +33,6 @@ Tensor transposed(const Tensor& values) {
 Tensor rn_t(const Shape& s) { return transposed(randn(s, F64)); }
 Tensor idx(const std::vector<int64_t>& v, const Shape& s) { return tensor(v, s); }
 
-#define GRADCHECK(what, ...)            \
-  do {                                  \
-    INFO(what);                         \
-    CHECK(gradcheck(__VA_ARGS__));      \
-  } while (0)
-#define GRADGRADCHECK(what, ...)        \
-  do {                                  \
-    INFO(what);                         \
-    CHECK(gradgradcheck(__VA_ARGS__));  \
-  } while (0)
 
 }  // namespace
 

@@ -1,0 +1,70 @@
+#pragma once
+// What the gradcheck suites actually differentiate, collected from the dispatcher.
+//
+// GRADCHECK / GRADGRADCHECK run their check under a GradcheckRecorder, which notes every op
+// dispatched with grad mode on and a tensor argument that requires grad: the ops of the function
+// being differentiated (and, in gradgradcheck, of its backward). gradcheck's own bookkeeping (its
+// finite-difference perturbations run under no_grad, its one-hot grad_outputs require no grad)
+// does not count. test_gradcheck_coverage.cpp, linked last into the same executable, compares the
+// set with the op registry.
+#include <catch2/catch.hpp>
+
+#include <set>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "graft.h"
+
+namespace graft::test {
+
+inline std::set<std::string>& gradchecked_ops() {
+  static std::set<std::string> ops;
+  return ops;
+}
+inline int& gradcheck_calls() {
+  static int n = 0;
+  return n;
+}
+
+class GradcheckRecorder final : public DispatchMode {
+ public:
+  OpResult on_op(const Op& op, Stack& args, const DispatchNext& next) override {
+    if (autograd::is_grad_enabled() && any_requires_grad(args)) gradchecked_ops().insert(op.schema.full_name());
+    return next(args);
+  }
+
+ private:
+  static bool any_requires_grad(const Stack& args) {
+    for (const auto& a : args) {
+      if (auto* t = std::get_if<Tensor>(&a); t && t->defined() && t->requires_grad()) return true;
+      if (auto* l = std::get_if<std::vector<Tensor>>(&a))
+        for (const auto& t : *l)
+          if (t.defined() && t.requires_grad()) return true;
+    }
+    return false;
+  }
+};
+
+// Runs `check` (a gradcheck call) with the recorder on the dispatch-mode stack.
+template <class F>
+bool recorded_check(F&& check) {
+  ++gradcheck_calls();
+  GradcheckRecorder rec;
+  DispatchModeGuard guard(&rec);
+  return check();
+}
+
+}  // namespace graft::test
+
+// Runs gradcheck with a name in the failure message; the ops it differentiates count as covered.
+#define GRADCHECK(what, ...)                                                                 \
+  do {                                                                                       \
+    INFO(what);                                                                              \
+    CHECK(::graft::test::recorded_check([&] { return gradcheck(__VA_ARGS__); }));            \
+  } while (0)
+#define GRADGRADCHECK(what, ...)                                                             \
+  do {                                                                                       \
+    INFO(what);                                                                              \
+    CHECK(::graft::test::recorded_check([&] { return gradgradcheck(__VA_ARGS__); }));        \
+  } while (0)

@@ -152,21 +152,9 @@ void matmul_core(MatOperand a, MatOperand b, const Shape& out_sizes, const Tenso
 Tensor contiguous_on_device(const Tensor& t) { return kernels::contiguous_as(t); }
 const MatmulBackend kCudaMatmul{matmul_core, contiguous_on_device};
 
-Tensor mm_cuda(const Tensor& a, const Tensor& b) { return mm_with(kCudaMatmul, a, b); }
-Tensor mm_accumulate_cuda(const Tensor& self, const Tensor& a, const Tensor& b) {
-  return mm_accumulate_with(kCudaMatmul, self, a, b);
-}
-Tensor bmm_cuda(const Tensor& a, const Tensor& b) { return bmm_with(kCudaMatmul, a, b); }
-Tensor matmul_cuda(const Tensor& a, const Tensor& b) { return matmul_with(kCudaMatmul, a, b); }
-Tensor linear_cuda(const Tensor& x, const Tensor& w, const Tensor& bias) { return linear_with(kCudaMatmul, x, w, bias); }
-
 }  // namespace
 
-GRAFT_KERNEL("mm", CUDA, mm_cuda);
-GRAFT_KERNEL("bmm", CUDA, bmm_cuda);
-GRAFT_KERNEL("mm_accumulate_", CUDA, mm_accumulate_cuda);
-GRAFT_KERNEL("matmul", CUDA, matmul_cuda);
-GRAFT_KERNEL("linear", CUDA, linear_cuda);
+GRAFT_MATMUL_KERNELS(CUDA, kCudaMatmul);
 
 }  // namespace kernels
 }  // namespace graft

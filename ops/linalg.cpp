@@ -219,14 +219,6 @@ void matmul_core(MatOperand a, MatOperand b, const Shape& out_sizes, const Tenso
 Tensor contiguous_undispatched(const Tensor& t) { return contiguous_cpu(t); }
 const MatmulBackend kCpuMatmul{matmul_core, contiguous_undispatched};
 
-Tensor mm_cpu(const Tensor& a, const Tensor& b) { return mm_with(kCpuMatmul, a, b); }
-Tensor mm_accumulate_cpu(const Tensor& self, const Tensor& a, const Tensor& b) {
-  return mm_accumulate_with(kCpuMatmul, self, a, b);
-}
-Tensor bmm_cpu(const Tensor& a, const Tensor& b) { return bmm_with(kCpuMatmul, a, b); }
-Tensor matmul_cpu(const Tensor& a, const Tensor& b) { return matmul_with(kCpuMatmul, a, b); }
-Tensor linear_cpu(const Tensor& x, const Tensor& w, const Tensor& bias) { return linear_with(kCpuMatmul, x, w, bias); }
-
 }  // namespace
 
 GRAFT_DEFINE_OP("mm(Tensor self, Tensor mat2) -> Tensor");
@@ -234,11 +226,7 @@ GRAFT_DEFINE_OP("bmm(Tensor self, Tensor mat2) -> Tensor");
 GRAFT_DEFINE_OP("mm_accumulate_(Tensor(a!) self, Tensor mat1, Tensor mat2) -> Tensor(a!)");
 GRAFT_DEFINE_OP("matmul(Tensor self, Tensor other) -> Tensor");
 GRAFT_DEFINE_OP("linear(Tensor input, Tensor weight, Tensor? bias) -> Tensor");
-GRAFT_KERNEL("mm", CPU, mm_cpu);
-GRAFT_KERNEL("bmm", CPU, bmm_cpu);
-GRAFT_KERNEL("mm_accumulate_", CPU, mm_accumulate_cpu);
-GRAFT_KERNEL("matmul", CPU, matmul_cpu);
-GRAFT_KERNEL("linear", CPU, linear_cpu);
+GRAFT_MATMUL_KERNELS(CPU, kCpuMatmul);
 
 }  // namespace kernels
 

@@ -57,4 +57,25 @@ Tensor bmm_with(const MatmulBackend& be, const Tensor& a, const Tensor& b);
 Tensor matmul_with(const MatmulBackend& be, const Tensor& a, const Tensor& b);
 Tensor linear_with(const MatmulBackend& be, const Tensor& x, const Tensor& w, const Tensor& bias);
 
+// The family's kernels over one device's backend, as the typed functions GRAFT_KERNEL boxes.
+template <const MatmulBackend& B>
+struct MatmulKernels {
+  static Tensor mm(const Tensor& a, const Tensor& b) { return mm_with(B, a, b); }
+  static Tensor mm_accumulate(const Tensor& self, const Tensor& a, const Tensor& b) {
+    return mm_accumulate_with(B, self, a, b);
+  }
+  static Tensor bmm(const Tensor& a, const Tensor& b) { return bmm_with(B, a, b); }
+  static Tensor matmul(const Tensor& a, const Tensor& b) { return matmul_with(B, a, b); }
+  static Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias) { return linear_with(B, x, w, bias); }
+};
+
 }  // namespace graft::kernels
+
+// Registers mm, bmm, mm_accumulate_, matmul and linear for device `dev` over `backend` (a
+// namespace-scope MatmulBackend): every device registers the same set.
+#define GRAFT_MATMUL_KERNELS(dev, backend)                                                    \
+  GRAFT_KERNEL("mm", dev, ::graft::kernels::MatmulKernels<backend>::mm);                      \
+  GRAFT_KERNEL("bmm", dev, ::graft::kernels::MatmulKernels<backend>::bmm);                    \
+  GRAFT_KERNEL("mm_accumulate_", dev, ::graft::kernels::MatmulKernels<backend>::mm_accumulate); \
+  GRAFT_KERNEL("matmul", dev, ::graft::kernels::MatmulKernels<backend>::matmul);              \
+  GRAFT_KERNEL("linear", dev, ::graft::kernels::MatmulKernels<backend>::linear)

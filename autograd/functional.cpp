@@ -1,4 +1,4 @@
-// Public factories. The differentiable op functions live in derivatives_*.cpp, next to their rules.
+// Public factories. The differentiable op functions live in functional_*.cpp, next to their rules.
 #include "autograd/functional.h"
 
 #include "ops/ops.h"

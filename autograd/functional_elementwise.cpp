@@ -1,4 +1,5 @@
-// Derivatives of the elementwise ops: one rule per op, then the forward wrappers that record them.
+// graft:: elementwise functions (declared in functional.h): one derivative rule per op, then the
+// public functions, which run the ops:: kernel and record the rule.
 // Notation: x input, y output, g incoming gradient. Broadcasting and dtype casts of the results are
 // undone by the engine (it sums each gradient back to its input's shape).
 #include <cmath>
@@ -6,7 +7,7 @@
 #include <optional>
 #include <string>
 
-#include "autograd/derivatives_util.h"
+#include "autograd/rules.h"
 
 namespace graft {
 using namespace autograd;

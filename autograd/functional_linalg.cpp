@@ -1,6 +1,7 @@
-// Derivatives of matrix products, convolution and pooling. matmul and linear on N-d inputs are
-// composed from mm/bmm and views, so their gradients (and higher orders) follow from those rules.
-#include "autograd/derivatives_util.h"
+// graft:: matrix products, convolution and pooling (declared in functional.h), each with its
+// derivative rule. matmul and linear on N-d inputs are composed from mm/bmm and views, so their
+// gradients (and higher orders) follow from those rules.
+#include "autograd/rules.h"
 
 namespace graft {
 using namespace autograd;

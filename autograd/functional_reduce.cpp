@@ -1,9 +1,10 @@
-// Derivatives of reductions, softmax, losses and layer norm. Notation: x input, y output, g grad;
+// graft:: reductions, softmax, losses and layer norm (declared in functional.h), each with its
+// derivative rule. Notation: x input, y output, g grad;
 // g_k is g with the reduced dims re-inserted (size 1) so it broadcasts over x.
 #include <cmath>
 #include <limits>
 
-#include "autograd/derivatives_util.h"
+#include "autograd/rules.h"
 
 namespace graft {
 using namespace autograd;

@@ -1,10 +1,11 @@
-// Derivatives of views, joins, indexing, copies and conversions.
+// graft:: views, joins, indexing, copies and conversions (declared in functional.h), each with its
+// derivative rule.
 // Views record the base they view (for in-place rebasing) whenever grad mode is on, so an in-place
 // op through a view later still updates the base's history, as in PyTorch.
 #include <algorithm>
 #include <numeric>
 
-#include "autograd/derivatives_util.h"
+#include "autograd/rules.h"
 
 namespace graft {
 using namespace autograd;

@@ -1,6 +1,6 @@
 #pragma once
 // OpNode: the backward node of a built-in op. One node type for every op: the op's derivative is a
-// plain function (a rule in derivatives_*.cpp), and what the rule needs from the forward is a small
+// plain function (a rule in functional_*.cpp), and what the rule needs from the forward is a small
 // struct of its own (`Saved`), so a rule reads `s.dim` or `n.unpack(s.weight)`, never a positional
 // slot.
 //

@@ -1,5 +1,6 @@
 #pragma once
-// Shared by the derivative tables (derivatives_*.cpp). A rule is a plain function
+// What the derivative rules share (they live in functional_*.cpp, next to the public function that
+// records each). A rule is a plain function
 //   variable_list d_op(OpNode& n, OpSaved& s, const variable_list& g)
 // where OpSaved is the rule's own struct of what the forward kept (see op_node.h), returning the
 // gradient of each forward input, written with the differentiable public ops so that

@@ -27,7 +27,7 @@ const Tensor& fill_dense(const Tensor& self, const Fill& fill) {
 }
 
 Tensor normal_cuda(const Tensor& self, double mean, double std) {
-  const kernels::RandomFill f = kernels::plan_normal(self, mean, std);
+  const kernels::RandomFill f = kernels::plan_normal(self, std);
   return fill_dense(self, [&](void* out, int64_t count, cudaStream_t s) {
     launch_normal(self.dtype(), out, count, f.seed, f.base, mean, std, s);
   });

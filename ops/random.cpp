@@ -37,7 +37,7 @@ inline double box_muller(double u1, double u2) {
 }
 
 Tensor normal_cpu(const Tensor& self, double mean, double std) {
-  const RandomFill f = plan_normal(self, mean, std);
+  const RandomFill f = plan_normal(self, std);
   const uint64_t seed = f.seed, base = f.base;
   if (self.dtype() == kFloat32) {
     fill_elements<float>(self, [&](int64_t i) {

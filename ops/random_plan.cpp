@@ -35,8 +35,7 @@ Tensor fill_fresh(const Op& fill, const char* factory, const Shape& sizes, DType
 
 }  // namespace
 
-RandomFill plan_normal(const Tensor& self, double mean, double std) {
-  (void)mean;
+RandomFill plan_normal(const Tensor& self, double std) {
   check_floating(self, "normal_");
   GRAFT_CHECK(std >= 0, "normal_: expects std >= 0.0, but found std ", std);
   uint64_t n = numel_of(self);

@@ -27,7 +27,7 @@ struct RandomFill {
   uint64_t base;  // first reserved Philox counter
 };
 
-RandomFill plan_normal(const Tensor& self, double mean, double std);
+RandomFill plan_normal(const Tensor& self, double std);
 RandomFill plan_uniform(const Tensor& self, double from, double to);
 RandomFill plan_random(const Tensor& self, int64_t low, int64_t high);
 RandomFill plan_bernoulli(const Tensor& self, double p);

@@ -11,10 +11,10 @@
 
 #include <set>
 #include <string>
-#include <variant>
 #include <vector>
 
 #include "graft.h"
+#include "support/stack_args.h"
 
 namespace graft::test {
 
@@ -30,19 +30,9 @@ inline int& gradcheck_calls() {
 class GradcheckRecorder final : public DispatchMode {
  public:
   OpResult on_op(const Op& op, Stack& args, const DispatchNext& next) override {
-    if (autograd::is_grad_enabled() && any_requires_grad(args)) gradchecked_ops().insert(op.schema.full_name());
+    if (autograd::is_grad_enabled() && any_tensor_arg(args, [](const Tensor& t) { return t.requires_grad(); }))
+      gradchecked_ops().insert(op.schema.full_name());
     return next(args);
-  }
-
- private:
-  static bool any_requires_grad(const Stack& args) {
-    for (const auto& a : args) {
-      if (auto* t = std::get_if<Tensor>(&a); t && t->defined() && t->requires_grad()) return true;
-      if (auto* l = std::get_if<std::vector<Tensor>>(&a))
-        for (const auto& t : *l)
-          if (t.defined() && t.requires_grad()) return true;
-    }
-    return false;
   }
 };
 

@@ -37,6 +37,7 @@
 #include "graft_config.h"
 #if GRAFT_HAVE_CUDA
 #include "cuda/bench_support.h"
+#include "support/stack_args.h"
 #endif
 
 using namespace graft;
@@ -530,13 +531,9 @@ class OpRecorder final : public DispatchMode {
 
  private:
   static bool touches_cuda(const Stack& args) {
-    for (const auto& a : args) {
-      if (auto* t = std::get_if<Tensor>(&a); t && t->defined() && t->is_cuda()) return true;
-      if (auto* l = std::get_if<std::vector<Tensor>>(&a))
-        for (const auto& t : *l)
-          if (t.defined() && t.is_cuda()) return true;
+    if (test::any_tensor_arg(args, [](const Tensor& t) { return t.is_cuda(); })) return true;
+    for (const auto& a : args)
       if (auto* d = std::get_if<Device>(&a); d && d->is_cuda()) return true;
-    }
     return false;
   }
   std::set<std::string>& names_;

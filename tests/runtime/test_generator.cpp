@@ -1,6 +1,8 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <string>
+#include <vector>
 
 #include "graft.h"
 
@@ -98,4 +100,39 @@ TEST_CASE("random fill arguments are checked") {
   CHECK_THROWS_WITH(randint(5, 5, {2}), Catch::Contains("low < high"));
   Tensor i = ops::empty({3}, kInt64);
   CHECK_THROWS_WITH(ops::normal_(i), Catch::Contains("expected a floating point tensor"));
+}
+
+TEST_CASE("random fills check their arguments before drawing, and a failed check draws nothing") {
+  Tensor f = zeros({4});
+  Tensor i = zeros({4}, dtype(kInt64));
+  manual_seed(9);
+  auto state = default_generator().get_state();
+  CHECK_THROWS_WITH(f.normal_(0, -1), Catch::Contains("normal_: expects std >= 0.0, but found std -1"));
+  CHECK_THROWS_WITH(i.normal_(), Catch::Contains("normal_"));
+  CHECK_THROWS_WITH(f.uniform_(2, 1), Catch::Contains("uniform_: expects from <= to, but found from=2 > to=1"));
+  CHECK_THROWS_WITH(randint(3, 3, {2}), Catch::Contains("random_: expects low < high, but got low=3, high=3"));
+  CHECK_THROWS_WITH(randint(0, 3, {2}, dtype(kBool)), Catch::Contains("random_: range [0, 3) does not fit a bool tensor"));
+  CHECK(default_generator().get_state() == state);  // no counters were reserved
+  CHECK(f.to_vector<float>() == std::vector<float>(4, 0.0f));
+}
+
+namespace {
+struct OpNames final : DispatchMode {
+  std::vector<std::string> names;
+  OpResult on_op(const Op& op, Stack& args, const DispatchNext& next) override {
+    names.push_back(op.schema.full_name());
+    return next(args);
+  }
+};
+}  // namespace
+
+TEST_CASE("randn, rand and randint are one dispatched op each: their fill runs as part of them") {
+  OpNames rec;
+  {
+    DispatchModeGuard g(&rec);
+    randn({3});
+    rand({3});
+    randint(0, 5, {3});
+  }
+  CHECK(rec.names == std::vector<std::string>{"randn", "rand", "randint"});
 }

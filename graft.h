@@ -1,6 +1,7 @@
 #pragma once
 // graft: the umbrella header. `#include <graft/graft.h>` (installed) or "graft.h" (in tree).
 #include "runtime/allocator.h"
+#include "runtime/memory_log.h"
 #include "runtime/backend_hooks.h"
 #include "runtime/device.h"
 #include "runtime/dispatcher.h"
@@ -33,5 +34,7 @@
 #include "nn/embedding.h"
 #include "nn/flatten.h"
 #include "nn/sequential.h"
+#include "nn/budget_solver.h"
+#include "nn/checkpoint_plan.h"
 #include "nn/optim.h"
 #include "nn/serialize.h"

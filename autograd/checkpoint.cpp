@@ -76,6 +76,9 @@ bool saves_policy(const CheckpointOptions& o, const Op& op, const Stack& args) {
   } else {
     p = o.policy(op.schema.name);
   }
+  GRAFT_CHECK(p != CheckpointPolicy::MustOffload && p != CheckpointPolicy::PreferOffload, "checkpoint: op ",
+              op.schema.name, " got an offload policy, which op-level policies do not support yet (offload whole "
+              "layers with nn::plan_checkpoint or a SaveOnDisk/SaveOnCpu scope)");
   return p == CheckpointPolicy::MustSave || p == CheckpointPolicy::PreferSave;
 }
 

@@ -22,7 +22,10 @@
 
 namespace graft::autograd {
 
-enum class CheckpointPolicy { MustSave, PreferSave, MustRecompute, PreferRecompute };
+// *Offload (memory budget): the output is saved off the device instead of kept or recomputed. The
+// budget planner (nn/checkpoint_plan.h) applies it per layer; in an op policy it is not supported
+// yet and raises an error.
+enum class CheckpointPolicy { MustSave, PreferSave, MustRecompute, PreferRecompute, MustOffload, PreferOffload };
 
 // What an op-level policy sees: the op's name and its tensor inputs.
 struct OpCall {

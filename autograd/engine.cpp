@@ -12,6 +12,7 @@
 #include "autograd/functional.h"
 #include "autograd/grad_mode.h"
 #include "autograd/saved_tensor_hooks.h"
+#include "autograd/unpack_prefetch.h"
 #include "ops/ops.h"
 
 namespace graft::autograd {
@@ -33,6 +34,8 @@ struct GraphTask {
   variable_list captured;
   std::map<const void*, std::unique_ptr<GraphTaskState>> slots;  // per-task state of graph features, freed with the task
   AutogradTls tls = capture_autograd_tls();
+  std::shared_ptr<PrefetchGroup> prefetches = std::make_shared<PrefetchGroup>();  // waited for at the end
+  std::unordered_set<Node*> prefetched;                // nodes whose saved tensors were started
 };
 
 namespace {
@@ -202,6 +205,66 @@ void check_nan_outputs(const Node& node, const variable_list& outs) {
   throw Error(msg);
 }
 
+// Whether `n`'s rule will compute every gradient it can (each valid edge leads somewhere the task
+// goes): only then does it read every tensor it saved. A rule asked for part of its gradients
+// (grad() on a subgraph) may skip some, and a prefetch would call a hook no unpack asks for.
+bool computes_every_output(const GraphTask& task, Node* n) {
+  if (task.exec_info.empty()) return true;
+  for (const Edge& e : n->next_edges()) {
+    if (!e.is_valid()) continue;
+    Node* c = e.function.get();
+    auto it = task.exec_info.find(c);
+    bool goes = (it != task.exec_info.end() && (it->second.needed || !it->second.captures.empty())) ||
+                task.also_needed.count(c) > 0;
+    if (!goes) return false;
+  }
+  return true;
+}
+
+// Prefetch (unpack_prefetch.h): starts the saved tensors of the next `k` nodes the engine will run
+// after `running`. The order is predicted by replaying the engine's own rule on a copy of the
+// frontier: the ready queue, plus children whose last dependency is about to be satisfied, highest
+// sequence number first. Nodes outside the task's requested paths are skipped.
+void prefetch_ahead(GraphTask& task, const std::vector<ReadyEntry>& ready, Node& running, int k) {
+  std::vector<Node*> frontier;
+  for (const ReadyEntry& e : ready) frontier.push_back(e.node.get());
+  std::unordered_map<Node*, int> pending;  // dependencies left in the replay
+  auto release_children = [&](Node* n) {
+    for (const Edge& e : n->next_edges()) {
+      if (!e.is_valid()) continue;
+      Node* c = e.function.get();
+      auto it = pending.find(c);
+      if (it == pending.end()) {
+        auto dep = task.dependencies.find(c);
+        if (dep == task.dependencies.end()) continue;
+        it = pending.emplace(c, dep->second).first;
+      }
+      if (--it->second == 0) frontier.push_back(c);
+    }
+  };
+  release_children(&running);
+  auto later = [](Node* a, Node* b) { return a->sequence_nr() < b->sequence_nr(); };
+  std::make_heap(frontier.begin(), frontier.end(), later);
+  for (int seen = 0; seen < k && !frontier.empty();) {
+    std::pop_heap(frontier.begin(), frontier.end(), later);
+    Node* n = frontier.back();
+    frontier.pop_back();
+    if (!should_run(task, n)) continue;
+    ++seen;
+    if (task.prefetched.insert(n).second && computes_every_output(task, n))
+      for (const SavedVariable* sv : n->saved_variables()) sv->start_prefetch(task.prefetches);
+    size_t before = frontier.size();
+    release_children(n);
+    for (size_t i = before; i < frontier.size(); ++i) std::push_heap(frontier.begin(), frontier.begin() + i + 1, later);
+  }
+}
+
+// Waits for the task's prefetches, also on an exception (invariant 4 of unpack_prefetch.h).
+struct PrefetchDrain {
+  GraphTask& task;
+  ~PrefetchDrain() { task.prefetches->wait(); }
+};
+
 struct TaskScope {
   GraphTask* prev;
   explicit TaskScope(GraphTask* t) : prev(t_current_task) { t_current_task = t; }
@@ -244,10 +307,13 @@ variable_list run_backward(const std::vector<Edge>& roots, variable_list root_gr
   }
   std::make_heap(ready.begin(), ready.end());
 
+  const int lookahead = create_graph ? 0 : unpack_prefetch();
+  PrefetchDrain drain{task};
   while (!ready.empty()) {
     std::pop_heap(ready.begin(), ready.end());
     std::shared_ptr<Node> node = std::move(ready.back().node);
     ready.pop_back();
+    if (lookahead > 0) prefetch_ahead(task, ready, *node, lookahead);
     variable_list inputs = std::move(task.buffers[node.get()]);
     task.buffers.erase(node.get());
     inputs.resize(node->num_inputs());

@@ -20,12 +20,12 @@ SavedTensorsHooks::SavedTensorsHooks(PackHook pack, UnpackHook unpack)
     : SavedTensorsHooks(std::move(pack), std::move(unpack), /*check_unpacked_metadata=*/true, "hooks") {}
 
 SavedTensorsHooks::SavedTensorsHooks(PackHook pack, UnpackHook unpack, bool check_unpacked_metadata,
-                                     std::string kind) {
+                                     std::string kind, bool prefetchable) {
   if (t_disabled_message) throw Error(*t_disabled_message);
   GRAFT_CHECK(pack && unpack, "SavedTensorsHooks: both a pack and an unpack hook are required");
   push_saved_hooks(SavedHooksPair{std::make_shared<const PackHook>(std::move(pack)),
                                   std::make_shared<const UnpackHook>(std::move(unpack)), check_unpacked_metadata,
-                                  std::move(kind)});
+                                  std::move(kind), prefetchable});
 }
 
 SavedTensorsHooks::~SavedTensorsHooks() { pop_saved_hooks(); }
@@ -41,7 +41,7 @@ SaveOnCpu::SaveOnCpu(bool pin_memory)
             if (c.device.is_cpu()) return c.host;
             return ops::to_device(c.host, c.device, /*non_blocking=*/c.pinned);
           },
-          /*check_unpacked_metadata=*/true, "save_on_cpu") {}
+          /*check_unpacked_metadata=*/true, "save_on_cpu", /*prefetchable=*/true) {}
 
 DisableSavedTensorsHooks::DisableSavedTensorsHooks(std::string error_message) {
   GRAFT_CHECK(current_saved_hooks() == nullptr,

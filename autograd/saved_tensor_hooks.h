@@ -25,8 +25,11 @@ class SavedTensorsHooks {
   SavedTensorsHooks(PackHook pack, UnpackHook unpack);
   // For graph features built on hooks. `check_unpacked_metadata = false` skips the engine's
   // shape/dtype/device check on the unpack result (checkpoint checks it itself); `kind` names
-  // the feature in graph exports ("checkpoint", "save_on_cpu").
-  SavedTensorsHooks(PackHook pack, UnpackHook unpack, bool check_unpacked_metadata, std::string kind);
+  // the feature in graph exports ("checkpoint", "save_on_cpu"). `prefetchable` lets the engine run
+  // `unpack` ahead of time on its prefetch thread (unpack_prefetch.h): say so only when unpack is a
+  // pure, thread-safe function of the packed value.
+  SavedTensorsHooks(PackHook pack, UnpackHook unpack, bool check_unpacked_metadata, std::string kind,
+                    bool prefetchable = false);
   virtual ~SavedTensorsHooks();
   SavedTensorsHooks(const SavedTensorsHooks&) = delete;
   SavedTensorsHooks& operator=(const SavedTensorsHooks&) = delete;

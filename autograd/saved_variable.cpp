@@ -1,7 +1,11 @@
 #include "autograd/saved_variable.h"
 
+#include <mutex>
+#include <utility>
+
 #include "autograd/autograd_meta.h"
 #include "autograd/grad_mode.h"
+#include "autograd/unpack_prefetch.h"
 #include "ops/ops.h"
 
 namespace graft::autograd {
@@ -9,6 +13,7 @@ namespace graft::autograd {
 namespace {
 
 thread_local std::vector<SavedHooksPair> t_saved_hooks;
+std::mutex g_prefetch_mu;  // guards every SavedVariable::prefetch_
 
 std::string tensor_type_str(DType dtype, const Shape& shape, Device device) {
   return detail::str_cat("[", device.is_cuda() ? "CUDA" : "", dtype_type_name(dtype), " ", shape_str(shape), "]");
@@ -62,6 +67,7 @@ SavedVariable::SavedVariable(const Tensor& t, bool is_output, const Node* node) 
   if (const SavedHooksPair* hooks = current_saved_hooks()) {
     unpack_hook_ = hooks->unpack;
     check_metadata_ = hooks->check_metadata;
+    prefetchable_ = hooks->prefetchable;
     hook_kind_ = hooks->kind;
     if (is_leaf_) grad_accumulator_ = grad_accumulator(t);
     packed_ = run_pack(*hooks->pack, keep);
@@ -79,7 +85,12 @@ Tensor SavedVariable::unpack(const std::shared_ptr<Node>& node) const {
               "a second time or if you need to access saved tensors after calling backward.");
   std::shared_ptr<Node> fn = is_output_ ? (node ? node : weak_grad_fn_.lock()) : grad_fn_;
   if (unpack_hook_) {
-    Tensor r = (*unpack_hook_)(packed_);
+    std::shared_future<Tensor> ahead;
+    if (prefetchable_) {
+      std::lock_guard<std::mutex> lock(g_prefetch_mu);
+      ahead = std::exchange(prefetch_, {});
+    }
+    Tensor r = ahead.valid() ? ahead.get() : (*unpack_hook_)(packed_);
     GRAFT_CHECK(r.defined(), "saved tensors unpack hook: the unpack hook returned an undefined tensor");
     GRAFT_CHECK(!check_metadata_ || meta_.matches(r),
                 "saved tensors unpack hook: the unpack hook must return a tensor with the same shape, dtype and "
@@ -118,8 +129,21 @@ Tensor SavedVariable::unpack(const std::shared_ptr<Node>& node) const {
   return out;
 }
 
+void SavedVariable::start_prefetch(const std::shared_ptr<PrefetchGroup>& group) const {
+  if (!unpack_hook_ || !prefetchable_ || released_) return;
+  std::lock_guard<std::mutex> lock(g_prefetch_mu);
+  if (prefetch_.valid()) return;
+  // The job owns copies of the hook and the packed value: it stays valid whatever happens to this
+  // SavedVariable (release, the node's death) while it runs.
+  prefetch_ = submit_unpack_prefetch([hook = unpack_hook_, packed = packed_] { return (*hook)(packed); }, group);
+}
+
 void SavedVariable::release() {
   if (!was_defined_) return;
+  if (prefetchable_) {
+    std::lock_guard<std::mutex> lock(g_prefetch_mu);
+    prefetch_ = {};
+  }
   data_ = Tensor();
   packed_.reset();
   grad_fn_.reset();

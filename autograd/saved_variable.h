@@ -15,6 +15,8 @@
 //   gradient. With hooks, what the hook returns is the hooks' business (as in PyTorch).
 // - After release (the node ran and the graph was not kept) the data is gone and unpack() throws
 //   the "backward through the graph a second time" error.
+// - A prefetch (unpack_prefetch.h) is claimed by exactly one unpack(), which then does not call the
+//   hook: each unpack() still corresponds to one hook call, on this thread or the prefetch thread.
 // - What an unpack hook returns is data only: under grad mode (create_graph) unpack() gives it the
 //   history the tensor had at save time (its grad_fn, its node for outputs, or its leaf's
 //   accumulator), as PyTorch does. That is what makes higher-order gradients through
@@ -22,6 +24,7 @@
 //   is thrown away, never referenced from the original one.
 #include <any>
 #include <functional>
+#include <future>
 #include <memory>
 #include <string>
 #include <vector>
@@ -32,6 +35,7 @@
 
 namespace graft::autograd {
 
+class PrefetchGroup;
 using Packed = std::any;
 using PackHook = std::function<Packed(const Tensor&)>;
 using UnpackHook = std::function<Tensor(const Packed&)>;
@@ -46,6 +50,9 @@ struct SavedHooksPair {
   bool check_metadata = true;
   // What keeps the tensor, for graph export: "hooks", "save_on_cpu", "checkpoint", ...
   std::string kind = "hooks";
+  // Whether the engine may run the unpack hook ahead of time on its prefetch thread (see
+  // unpack_prefetch.h): true only for hooks whose unpack is a pure function of the packed value.
+  bool prefetchable = false;
 };
 const SavedHooksPair* current_saved_hooks();
 // The thread-local stack behind current_saved_hooks(); SavedTensorsHooks pushes and pops it.
@@ -67,6 +74,10 @@ class SavedVariable {
   // The saved tensor. `node` must be the node that saved it when it was an output.
   Tensor unpack(const std::shared_ptr<Node>& node = nullptr) const;
   void release();
+  // Starts the unpack hook on the prefetch thread when the hook is prefetchable and no prefetch is
+  // in flight; the next unpack() takes the result instead of calling the hook. `group` counts the
+  // job for the graph task that waits for it.
+  void start_prefetch(const std::shared_ptr<PrefetchGroup>& group) const;
   bool was_defined() const { return was_defined_; }
   bool has_hooks() const { return unpack_hook_ != nullptr; }
   // Introspection (graph export): metadata at save time, whether released, who keeps it.
@@ -94,7 +105,11 @@ class SavedVariable {
   bool requires_grad_ = false;
   bool released_ = false;
   bool check_metadata_ = true;
+  bool prefetchable_ = false;
   std::string hook_kind_;  // empty without hooks
+  // A started prefetch, claimed by the next unpack(); guarded by one process-wide mutex, taken only
+  // on the prefetchable hooks' path.
+  mutable std::shared_future<Tensor> prefetch_;
 };
 
 }  // namespace graft::autograd

@@ -5,6 +5,8 @@
 #include <memory>
 #include <mutex>
 
+#include "runtime/memory_log.h"
+
 namespace graft {
 
 namespace {
@@ -126,6 +128,7 @@ OpResult dispatch(const Op& op, Stack& args) {
 }
 
 OpResult dispatch_kernel(const Op& op, Stack& args) {
+  detail::MemoryLogOpScope log_scope(op.schema.name);
   Device dev(DeviceType::CPU), other;
   bool found = false, any_cuda = false, mixed = false;
   for (const auto& v : args) collect_device(v, op, dev, found, any_cuda, mixed, other);

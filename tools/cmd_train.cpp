@@ -1,6 +1,7 @@
 // `graft train` and `graft eval` on Fashion-MNIST.
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -15,6 +16,7 @@
 #include "nn/optim.h"
 #include "nn/serialize.h"
 #include "tools/commands.h"
+#include "tools/memory_timeline.h"
 #include "tools/train_models.h"
 
 namespace graft::tools {
@@ -110,6 +112,25 @@ void write_svg(const std::string& path, const std::vector<double>& step_loss, co
   f << "</svg>\n";
 }
 
+// "16MiB", "512KiB", "1.5GiB", "1000000" (bytes); K/M/G and KB/MB/GB are read as binary units too.
+int64_t parse_bytes(const std::string& text) {
+  size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(text, &used);
+  } catch (const std::exception&) {
+    GRAFT_ERROR("--memory-budget: cannot read '", text, "' as a size (for example 16MiB)");
+  }
+  std::string unit = text.substr(used);
+  double scale = 0;
+  if (unit.empty() || unit == "B") scale = 1;
+  else if (unit == "K" || unit == "KB" || unit == "KiB") scale = 1 << 10;
+  else if (unit == "M" || unit == "MB" || unit == "MiB") scale = 1 << 20;
+  else if (unit == "G" || unit == "GB" || unit == "GiB") scale = 1 << 30;
+  GRAFT_CHECK(scale > 0 && v > 0, "--memory-budget: cannot read '", text, "' as a positive size (for example 16MiB)");
+  return static_cast<int64_t>(v * scale);
+}
+
 Device parse_device(const std::string& d) {
   Device dev(d);
   GRAFT_CHECK(!dev.is_cuda() || cuda_is_available(), "--device ", d,
@@ -126,6 +147,12 @@ int run_train(const TrainOptions& o) {
   auto model = make_model(o.model);
   model->to(device);
   auto opt = make_optimizer(o.optimizer, model->parameters(), o.lr);
+  std::shared_ptr<nn::AutoCheckpoint> budgeted;
+  if (!o.memory_budget.empty()) {
+    GRAFT_CHECK(o.checkpoint == "none", "train: --memory-budget plans checkpointing itself; drop --checkpoint ",
+                o.checkpoint);
+    budgeted = std::make_shared<nn::AutoCheckpoint>(model, parse_bytes(o.memory_budget));
+  }
   data::DataLoader loader(train_set, o.batch_size, /*shuffle=*/true, /*drop_last=*/false, o.seed);
   std::unique_ptr<optim::LRScheduler> sched;
   if (o.schedule == "cosine") sched = std::make_unique<optim::CosineAnnealingLR>(*opt, o.epochs * loader.num_batches());
@@ -148,6 +175,35 @@ int run_train(const TrainOptions& o) {
   int64_t base_cpu = memory_stats(kCPU).allocated_bytes, train_peak_cpu = 0, train_peak_dev = 0;
   std::vector<double> step_losses, accs;
   int64_t steps = loader.num_batches(), global = 0;
+  int planned = 0;
+  int64_t predicted_peak = 0;  // the largest of the plans' predictions (one plan per batch shape)
+  if (!o.memory_timeline.empty()) {
+    // One step per mode on the first batch, before training; parameters, grads and the random
+    // stream are left as they were.
+    auto b = loader.next();
+    GRAFT_CHECK(b.has_value(), "train: --memory-timeline needs at least one batch");
+    Tensor x = prepare_images(b->images, device, o.normalize), y = b->labels.to(device);
+    std::vector<std::pair<std::string, std::function<Tensor()>>> modes;
+    modes.emplace_back("plain", [&] { return run_model(*model, x, "none"); });
+    if (o.checkpoint != "none") modes.emplace_back("checkpoint " + o.checkpoint, [&] { return run_model(*model, x, o.checkpoint); });
+    if (budgeted) modes.emplace_back("budget " + o.memory_budget, [&] { return (*budgeted)(x); });
+    std::vector<TimelineSeries> series;
+    Generator& gen = default_generator(device);
+    RngState rng = gen.get_state();
+    for (auto& [label, forward] : modes) {
+      if (label.rfind("budget", 0) == 0) cross_entropy(forward(), y).backward();  // plans outside the log
+      for (Tensor& p : model->parameters()) p.mutable_grad() = Tensor();
+      gen.set_state(rng);
+      memory_log_start(device);
+      cross_entropy(forward(), y).backward();
+      series.push_back({label, memory_log_stop()});
+    }
+    for (Tensor& p : model->parameters()) p.mutable_grad() = Tensor();
+    gen.set_state(rng);
+    loader.set_epoch(0);  // the epoch loop starts the loader over
+    write_memory_timeline(o.memory_timeline, series);
+    std::printf("wrote the memory timeline of one step (%zu modes) to %s\n", series.size(), o.memory_timeline.c_str());
+  }
   for (int64_t epoch = 0; epoch < o.epochs; ++epoch) {
     auto t0 = clk::now();
     double loss_sum = 0;
@@ -161,7 +217,12 @@ int run_train(const TrainOptions& o) {
       {
         std::unique_ptr<autograd::SaveOnCpu> keep_on_cpu;
         if (o.save_on_cpu) keep_on_cpu = std::make_unique<autograd::SaveOnCpu>(device.is_cuda());
-        loss = cross_entropy(run_model(*model, x, o.checkpoint), y);
+        loss = cross_entropy(budgeted ? (*budgeted)(x) : run_model(*model, x, o.checkpoint), y);
+        if (budgeted && budgeted->replans() > planned) {
+          planned = budgeted->replans();
+          predicted_peak = std::max(predicted_peak, budgeted->plan().predicted_peak_bytes);
+          std::printf("%s", budgeted->plan().table().c_str());
+        }
       }
       if (global == 0 && !o.graph.empty()) {
         std::ofstream dot(o.graph);
@@ -211,6 +272,9 @@ int run_train(const TrainOptions& o) {
   }
   std::printf("peak memory while training: %.1f MiB allocated on cpu, %.1f MiB above the data set and model",
               static_cast<double>(train_peak_cpu) / (1 << 20), static_cast<double>(train_peak_cpu - base_cpu) / (1 << 20));
+  if (budgeted)
+    std::printf(" (the plans predicted at most %.1f MiB of activations; the rest is gradients and optimizer state)",
+                static_cast<double>(predicted_peak) / (1 << 20));
   if (device.is_cuda())
     std::printf(", %.1f MiB on %s", static_cast<double>(train_peak_dev) / (1 << 20),
                 device.str().c_str());

@@ -15,6 +15,8 @@ struct TrainOptions {
   std::string optimizer = "adam";
   std::string device = "cpu";
   std::string checkpoint = "none";
+  std::string memory_budget;  // "16MiB": plan checkpointing to fit (nn::AutoCheckpoint); empty: off
+  std::string memory_timeline;  // SVG of one step's allocations: plain, --checkpoint's mode, the budget plan
   bool save_on_cpu = false;
   std::string schedule = "cosine";
   bool normalize = true;
@@ -27,7 +29,8 @@ int run_train(const TrainOptions& options);
 int run_eval(const std::string& model, const std::string& path, const std::string& data_dir, const std::string& device,
              bool normalize);
 // device: "cpu" (the default) or "cuda[:N]"; each device runs the workloads that exist for it.
+// memory_timeline: also draw one logged step of each matched workload's modes to this SVG.
 int run_bench(const std::string& filter, int repeat, const std::string& json, int threads,
-              const std::string& device = "cpu");
+              const std::string& device = "cpu", const std::string& memory_timeline = "");
 
 }  // namespace graft::tools

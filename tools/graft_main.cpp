@@ -13,11 +13,14 @@ int main(int argc, char** argv) {
   auto* bench = app.add_subcommand("bench", "Time the benchmark workloads (name value unit, median of repeats)");
   std::string filter = ".*", json;
   int repeat = 0, threads = 0;
-  bench->add_option("--filter", filter, "Regex over workload names (engine, mlp, cnn, matmul1024, matmul4096, elementwise_add, deep_mlp, alloc_churn, train_epoch, eval)");
+  bench->add_option("--filter", filter, "Regex over workload names (engine, mlp, cnn, matmul1024, matmul4096, elementwise_add, deep_mlp, deep_mlp_budget, deep_mlp_disk, alloc_churn, train_epoch, eval)");
   bench->add_option("--repeat", repeat, "Timed repeats per workload (default: per workload)");
   bench->add_option("--json", json, "Also write the figures as JSON to this path");
   bench->add_option("--threads", threads, "Intra-op threads (default: all cores)");
-  std::string bench_device = "cpu";
+  std::string bench_device = "cpu", bench_timeline;
+  bench->add_option("--memory-timeline", bench_timeline,
+                    "Also draw the bytes allocated over one step of each matched workload's modes (deep_mlp_budget: "
+                    "plain, checkpoint_sequential, the 25% budget plan, all on disk) to this SVG");
   bench->add_option("--device", bench_device,
                     "cpu or cuda[:N]; cuda adds matmul4096 (fp32, tf32) and alloc_churn, drops matmul1024")
       ->capture_default_str();
@@ -36,6 +39,12 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"none", "cosine", "step"}))->capture_default_str();
   train->add_flag("--normalize,!--no-normalize", to.normalize,
                   "Standardise pixels with the training set's mean and std (0.2860, 0.3530); on by default");
+  train->add_option("--memory-budget", to.memory_budget,
+                    "Activation memory budget per step, e.g. 16MiB: an automatic checkpoint plan fits it "
+                    "(replaces --checkpoint)");
+  train->add_option("--memory-timeline", to.memory_timeline,
+                    "Write an SVG of the memory allocated during one step: plain, the --checkpoint mode and the "
+                    "--memory-budget plan on one chart");
   train->add_flag("--save-on-cpu", to.save_on_cpu, "Keep saved activations on the CPU (SaveOnCpu)");
   train->add_option("--seed", to.seed, "Random seed")->capture_default_str();
   train->add_option("--save", to.save, "Write the trained weights (safetensors)");
@@ -63,7 +72,7 @@ int main(int argc, char** argv) {
     if (*demo) return graft::tools::run_demo();
     if (*train) return graft::tools::run_train(to);
     if (*eval) return graft::tools::run_eval(eval_model, eval_load, eval_data, eval_device, eval_normalize);
-    if (*bench) return graft::tools::run_bench(filter, repeat, json, threads, bench_device);
+    if (*bench) return graft::tools::run_bench(filter, repeat, json, threads, bench_device, bench_timeline);
   } catch (const graft::Error& e) {
     std::cerr << "graft: error: " << e.what() << '\n';
     return 1;

@@ -129,3 +129,59 @@ TEST_CASE("graft train reports a missing data directory and bad flags") {
   CHECK(status == 0);
   CHECK(out.find("--checkpoint") != std::string::npos);
 }
+
+TEST_CASE("graft train --memory-budget trains with the plain run's numbers and draws the memory timeline") {
+  const char* exe = std::getenv("GRAFT_EXE");
+  REQUIRE(exe != nullptr);
+  auto dir = std::filesystem::temp_directory_path() / ("graft_train_budget_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  write_split(dir.string(), "train", 320);
+  write_split(dir.string(), "t10k", 100);
+  std::string d = dir.string(), common = " train --data " + d + " --epochs 1 --batch-size 32 --lr 0.003";
+  int status = 0;
+  std::string plain = run(std::string(exe) + common, status);
+  REQUIRE(status == 0);
+  std::string budget = run(std::string(exe) + common + " --memory-budget 1MiB --checkpoint none --memory-timeline " + d +
+                               "/mem.svg",
+                           status);
+  INFO(budget);
+  CHECK(status == 0);
+  CHECK(budget.find("memory budget plan: budget 1.00 MiB") != std::string::npos);
+  CHECK(budget.find("the plans predicted at most") != std::string::npos);
+  auto epoch_line = [](const std::string& s) {
+    auto i = s.find("epoch 1: train loss");
+    return i == std::string::npos ? std::string() : s.substr(i, s.find(", test accuracy", i) - i);
+  };
+  CHECK_FALSE(epoch_line(plain).empty());
+  CHECK(epoch_line(budget) == epoch_line(plain));  // the same arithmetic, the same digits
+  // The timeline: XML with one path per mode (plain, the budget plan), every element closed.
+  std::ifstream f(dir / "mem.svg");
+  std::string svg((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  CHECK(svg.rfind("<?xml", 0) == 0);
+  auto count = [&](const std::string& needle) {
+    size_t n = 0;
+    for (size_t i = svg.find(needle); i != std::string::npos; i = svg.find(needle, i + 1)) ++n;
+    return n;
+  };
+  CHECK(count("<path ") == 2);
+  CHECK(count("<svg") == 1);
+  CHECK(count("</svg>") == 1);
+  CHECK(count("<text") == count("</text>"));
+  CHECK(svg.find("plain: peak") != std::string::npos);
+  CHECK(svg.find("budget 1MiB: peak") != std::string::npos);
+  std::string bad = run(std::string(exe) + common + " --memory-budget lots", status);
+  CHECK(status != 0);
+  CHECK(bad.find("--memory-budget: cannot read 'lots' as a size") != std::string::npos);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("graft bench --memory-timeline names the workloads that have a timeline when none matches") {
+  const char* exe = std::getenv("GRAFT_EXE");
+  REQUIRE(exe != nullptr);
+  int status = 0;
+  std::string out = run(std::string(exe) + " bench --filter '^engine$' --repeat 1 --memory-timeline /tmp/graft-none.svg", status);
+  CHECK(status != 0);
+  CHECK(out.find("no workload matched by --filter '^engine$' has a memory timeline") != std::string::npos);
+  CHECK(out.find("deep_mlp_budget") != std::string::npos);
+  CHECK(!std::filesystem::exists("/tmp/graft-none.svg"));
+}

@@ -9,6 +9,8 @@
 #include "tools/bench/graft_workloads.h"
 
 #include <cmath>
+#include <filesystem>
+#include <optional>
 #include <random>
 
 #include "graft.h"
@@ -381,6 +383,175 @@ std::vector<Figure> bench_alloc_churn(int repeat, Device device) {
 #endif
 }
 
+// The deep MLP of bench_deep_mlp as a Sequential of 64 (Linear + Tanh) children, with its
+// parameters and the layers as functions (for checkpoint_sequential).
+struct DeepMlp {
+  std::shared_ptr<nn::Sequential> model = std::make_shared<nn::Sequential>();
+  std::vector<Tensor> params;
+  std::vector<nn::Layer> fns;
+  Tensor x;
+  explicit DeepMlp(Device device) {
+    manual_seed(0);
+    const int layers = 64, width = 1024, batch = 256;
+    for (int i = 0; i < layers; ++i) {
+      Tensor w = param({width, width}, 1.0 / std::sqrt(width), device), b = param({width}, 0.0, device);
+      params.push_back(w);
+      params.push_back(b);
+      nn::Layer f = [w, b](const Tensor& h) { return linear(h, w, b).tanh(); };
+      fns.push_back(f);
+      model->emplace_back<nn::Functional>(f);
+    }
+    x = randn({batch, width}, TensorOptions{}.device(device));
+  }
+  // One training step of `forward` (the grads exist before and are zeroed after, so the step
+  // allocates only activations and temporaries).
+  void step(const std::function<Tensor(const Tensor&)>& forward) {
+    // The output dies before backward, as in a training loop: a temporary living through
+    // backward() would hold one more activation than any plan models.
+    Tensor loss = forward(x).mean();
+    loss.backward();
+    NoGradGuard ng;
+    for (auto& p : params) p.mutable_grad().zero_();
+  }
+};
+
+// The same deep MLP trained under budgets of 50%,
+// 25% and 12% of plain's activation peak through nn::plan_checkpoint: each budget reports the
+// measured peak and step time next to the plan's predictions, and 25% also the fastest
+// checkpoint_sequential segment count whose measured peak fits it.
+std::vector<Figure> bench_deep_mlp_budget(int repeat, Device device) {
+  DeepMlp net(device);
+  auto& model = net.model;
+  auto& params = net.params;
+  auto& fns = net.fns;
+  Tensor x = net.x;
+  // One training step of `forward`: activation peak (MiB above the start, grads preallocated).
+  auto run = [&](const std::function<Tensor(const Tensor&)>& forward, std::vector<double>& peak) {
+    return time_ms(device, repeat, 1, [&] {
+      int64_t before = memory_stats(device).allocated_bytes;
+      reset_peak_memory_stats(device);
+      Tensor loss = forward(x).mean();
+      loss.backward();
+      peak.push_back(static_cast<double>(memory_stats(device).peak_allocated_bytes - before) / (1 << 20));
+      NoGradGuard ng;
+      for (auto& p : params) p.mutable_grad().zero_();
+    });
+  };
+  std::vector<Figure> out;
+  std::vector<double> plain_peak;
+  auto plain_t = run([&](const Tensor& in) { return (*model)(in); }, plain_peak);
+  plain_peak.erase(plain_peak.begin());
+  double plain_mib = *std::max_element(plain_peak.begin(), plain_peak.end());
+  out.push_back(summarize("deep_mlp_budget_plain_peak_mib", "MiB", plain_peak));
+  out.push_back(summarize("deep_mlp_budget_plain_step_ms", "ms", plain_t));
+  for (int pct : {50, 25, 12}) {
+    auto budget = static_cast<int64_t>(plain_mib * (1 << 20) * pct / 100);
+    nn::CheckpointPlan plan = nn::plan_checkpoint(*model, x, budget);
+    std::vector<double> peak;
+    auto t = run([&](const Tensor& in) { return nn::run_plan(*model, plan, in); }, peak);
+    peak.erase(peak.begin());
+    std::string n = "deep_mlp_budget_" + std::to_string(pct);
+    out.push_back(summarize(n + "_budget_mib", "MiB", {static_cast<double>(budget) / (1 << 20)}));
+    out.push_back(summarize(n + "_peak_mib", "MiB", peak));
+    out.push_back(summarize(n + "_predicted_peak_mib", "MiB", {static_cast<double>(plan.predicted_peak_bytes) / (1 << 20)}));
+    out.push_back(summarize(n + "_step_ms", "ms", t));
+    // Plain's measured step plus the plan's extra (recompute) time from the measured forward times.
+    double fwd_ms = 0;
+    for (const auto& l : plan.profiles) fwd_ms += l.forward_seconds * 1e3;
+    out.push_back(summarize(n + "_predicted_step_ms", "ms",
+                            {summarize("", "", plain_t).median + plan.predicted_extra_forward * fwd_ms}));
+    if (pct == 25) {
+      // The sweep: the fastest segment count that fits, and the lowest peak any count reaches.
+      double best = -1, lowest = -1, lowest_ms = -1;
+      for (int seg = 2; seg <= 16; ++seg) {
+        std::vector<double> sp;
+        auto st = run([&](const Tensor& in) { return nn::checkpoint_sequential(fns, seg, in); }, sp);
+        sp.erase(sp.begin());
+        double med = summarize("", "", st).median, pk = *std::max_element(sp.begin(), sp.end());
+        if (pk * (1 << 20) <= static_cast<double>(budget) && (best < 0 || med < best)) best = med;
+        if (lowest < 0 || pk < lowest || (pk == lowest && med < lowest_ms)) {
+          lowest = pk;
+          lowest_ms = med;
+        }
+      }
+      out.push_back(summarize(n + "_sequential_lowest_peak_mib", "MiB", {lowest}));
+      out.push_back(summarize(n + "_sequential_lowest_peak_step_ms", "ms", {lowest_ms}));
+      if (best > 0) out.push_back(summarize(n + "_best_sequential_ms", "ms", {best}));
+    }
+  }
+  return out;
+}
+
+// The deep MLP with every saved activation written to disk (SaveOnDisk with no size threshold;
+// parameters stay where their module holds them), backward with prefetch off and with the
+// engine's lookahead at K = 2: peak, step time, and the ratio to plain's step. CPU only: on CUDA the
+// same trip goes to pinned host memory (deep_mlp_offload).
+std::vector<Figure> bench_deep_mlp_disk(int repeat, Device device) {
+  DeepMlp net(device);
+  auto& params = net.params;
+  auto& fns = net.fns;
+  Tensor x = net.x;
+  std::string dir = std::filesystem::temp_directory_path().string();
+  std::vector<Figure> out;
+  double plain_ms = 0;
+  const char* modes[] = {"plain", "off", "k2"};
+  for (int mode = 0; mode < 3; ++mode) {
+    autograd::set_unpack_prefetch(mode == 2 ? 2 : 0);
+    std::vector<double> peak;
+    auto t = time_ms(device, repeat, 1, [&] {
+      int64_t before = memory_stats(device).allocated_bytes;
+      reset_peak_memory_stats(device);
+      Tensor loss;
+      {
+        std::optional<autograd::SaveOnDisk> disk;
+        if (mode > 0) disk.emplace(dir, 0);
+        Tensor h = x;
+        for (auto& f : fns) h = f(h);
+        loss = h.mean();
+      }
+      loss.backward();
+      peak.push_back(static_cast<double>(memory_stats(device).peak_allocated_bytes - before) / (1 << 20));
+      NoGradGuard ng;
+      for (auto& p : params) p.mutable_grad().zero_();
+    });
+    autograd::set_unpack_prefetch(0);
+    peak.erase(peak.begin());
+    Figure step = summarize("deep_mlp_disk_" + std::string(modes[mode]) + "_step_ms", "ms", t);
+    if (mode == 0) plain_ms = step.median;
+    out.push_back(summarize("deep_mlp_disk_" + std::string(modes[mode]) + "_peak_mib", "MiB", peak));
+    out.push_back(step);
+    if (mode > 0) out.push_back(summarize("deep_mlp_disk_" + std::string(modes[mode]) + "_vs_plain", "x", {step.median / plain_ms}));
+  }
+  return out;
+}
+
+// The memory timeline of the deep MLP: one step plain, with checkpoint_sequential(8) (the usual
+// hand-picked mode), under the 25% budget plan, and with every activation on disk.
+std::vector<graft::tools::TimelineSeries> timeline_deep_mlp(Device device) {
+  DeepMlp net(device);
+  net.step([&](const Tensor& in) { return (*net.model)(in); });  // allocates the grads
+  auto logged = [&](const std::string& label, const std::function<Tensor(const Tensor&)>& forward) {
+    memory_log_start(device);
+    net.step(forward);
+    return graft::tools::TimelineSeries{label, memory_log_stop()};
+  };
+  std::vector<graft::tools::TimelineSeries> out;
+  out.push_back(logged("plain", [&](const Tensor& in) { return (*net.model)(in); }));
+  int64_t plain_peak = 0;
+  for (const auto& e : out.back().events) plain_peak = std::max(plain_peak, e.bytes);
+  out.push_back(logged("checkpoint_sequential 8", [&](const Tensor& in) { return nn::checkpoint_sequential(net.fns, 8, in); }));
+  nn::CheckpointPlan plan = nn::plan_checkpoint(*net.model, net.x, plain_peak / 4);
+  out.push_back(logged("budget 25%", [&](const Tensor& in) { return nn::run_plan(*net.model, plan, in); }));
+  if (device.is_cpu()) {
+    std::string dir = std::filesystem::temp_directory_path().string();
+    out.push_back(logged("all on disk", [&](const Tensor& in) {
+      autograd::SaveOnDisk disk(dir, 0);
+      return (*net.model)(in);
+    }));
+  }
+  return out;
+}
+
 const std::vector<Workload>& workloads() {
   static const std::vector<Workload> w = {
       {"engine", bench_engine, 10},          {"mlp", bench_mlp, 10},     {"cnn", bench_cnn, 5},
@@ -388,6 +559,8 @@ const std::vector<Workload>& workloads() {
       {"matmul4096", bench_matmul4096, 10, kOnCuda},
       {"elementwise_add", bench_add, 10},
       {"deep_mlp", bench_deep_mlp, 3},       {"alloc_churn", bench_alloc_churn, 5, kOnCuda},
+      {"deep_mlp_budget", bench_deep_mlp_budget, 3, kOnBoth, timeline_deep_mlp},
+      {"deep_mlp_disk", bench_deep_mlp_disk, 3, kOnCpu, timeline_deep_mlp},
       {"train_epoch", bench_train_epoch, 3},
       {"eval", bench_eval, 10},
   };

@@ -5,6 +5,7 @@
 
 #include "runtime/device.h"
 #include "tools/bench/bench_stats.h"
+#include "tools/memory_timeline.h"
 
 namespace graft_bench {
 
@@ -16,6 +17,8 @@ struct Workload {
   std::vector<Figure> (*run)(int repeat, graft::Device device);
   int default_repeat;
   unsigned devices = kOnBoth;
+  // For `graft bench --memory-timeline`: one logged step per mode of the workload (null: none).
+  std::vector<graft::tools::TimelineSeries> (*timeline)(graft::Device device) = nullptr;
 };
 
 const std::vector<Workload>& workloads();

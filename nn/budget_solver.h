@@ -1,0 +1,79 @@
+#pragma once
+// The memory-budget solver: from each layer's measured profile, choose per layer of a chain keep,
+// recompute (in segments, nested allowed) or offload, so that the predicted activation peak fits
+// the budget at the least extra time. Pure arithmetic: plan_checkpoint (nn/checkpoint_plan.h)
+// measures the profiles and runs the plan.
+//
+// Memory model (bytes of activation memory: what a training step holds above its starting point,
+// parameters and their gradients excluded):
+// 1. Boundary k is the activation between layer k-1 and layer k. A layer saves `own_bytes` of its
+//    own intermediates, and may also save its input and/or its output boundary.
+// 2. At the end of forward the device holds the own bytes of every kept layer, every boundary a
+//    kept neighbour saves (once, however many save it), and the input of every recomputed segment
+//    (the checkpoint keeps it). An offloaded layer holds nothing on the device.
+// 3. Backward visits the steps of a plan last to first and frees a step's tensors once it ran. At a
+//    step it holds what the steps before it hold, the step's own share, and its working set: a kept
+//    layer the gradients of its output and input; an offloaded layer also its saved bytes, back
+//    on the device; a segment the peak of re-running its layers under its inner plan (plain: all
+//    kept), on top of what is held.
+// 4. The predicted peak is the largest of those sums. Every size is exact bytes in evaluate_plan;
+//    solve_plan works in units of budget/units bytes, rounding every size up, so a plan it returns
+//    never has a predicted peak above the budget (it may miss a plan within a few units of it).
+// 5. Extra time is the forward time of every recomputed layer, once per level of nesting it is
+//    inside, plus each offloaded layer's offload_seconds.
+// 6. Offload happens only outside segments: a checkpoint's re-run saves through its own hooks.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace graft::nn {
+
+struct LayerProfile {
+  std::string name;
+  int64_t own_bytes = 0;     // saved tensors that are neither its input nor its output
+  int64_t input_bytes = 0;   // its input boundary
+  int64_t output_bytes = 0;  // its output boundary
+  bool saves_input = false;
+  bool saves_output = false;
+  double forward_seconds = 0;
+  double offload_seconds = -1;  // writing out and reading back what it saves; < 0: cannot offload
+};
+
+enum class StepKind { Keep, Offload, Segment };
+
+// One step of a plan over layers [first, last]: Keep and Offload cover one layer; a Segment is a
+// checkpoint over its layers, re-run in backward under `inner` (empty: every layer kept).
+struct PlanStep {
+  StepKind kind = StepKind::Keep;
+  int first = 0, last = 0;
+  std::vector<PlanStep> inner;
+};
+
+struct PlanCost {
+  int64_t held_bytes = 0;  // at the end of forward (above the starting point)
+  int64_t peak_bytes = 0;  // the largest point of forward and backward
+  double extra_seconds = 0;
+};
+
+// The model's prediction for `steps`, a plan over all of `layers`.
+PlanCost evaluate_plan(const std::vector<LayerProfile>& layers, const std::vector<PlanStep>& steps);
+
+struct SolvedPlan {
+  std::vector<PlanStep> steps;
+  PlanCost cost;
+};
+
+// The plan with the least extra time whose predicted peak is at most budget_bytes, or nothing
+// (steps empty and cost.peak_bytes = -1) when no plan of the model reaches it. Segments nest to any
+// depth. The search is memoized over (first layer, last layer, units left, boundary held): about
+// n^2 * units * 2 states of 6 bytes, and n^3 * units steps at most. `min_peak_bytes` is the
+// smallest budget (within 0.1%) for which solve_plan finds a plan (for the error message).
+SolvedPlan solve_plan(const std::vector<LayerProfile>& layers, int64_t budget_bytes, int units = 256);
+int64_t min_peak_bytes(const std::vector<LayerProfile>& layers);
+
+// Plans a user could pick by hand, through the same model: checkpoint_sequential's `segments`
+// chunks (the last one plain).
+std::vector<PlanStep> sequential_plan(int num_layers, int segments);
+
+}  // namespace graft::nn

@@ -1,0 +1,79 @@
+#pragma once
+// Training under a memory budget: measure a Sequential model once, solve for the plan with the
+// least recomputation whose predicted activation peak fits the budget (nn/budget_solver.h), and run
+// it.
+//
+//   auto plan = nn::plan_checkpoint(*model, x, 16 << 20);   // measure + solve; prints as a table
+//   Tensor y = nn::run_plan(*model, plan, x);               // keep / recompute (nested) / offload
+//   auto auto_ckpt = std::make_shared<nn::AutoCheckpoint>(model, 16 << 20);  // both, per shape
+//
+// Activation bytes are what a training step allocates above its start, with parameter gradients
+// already allocated (they are the same for every plan). The budget bounds that peak.
+//
+// Invariants:
+// 1. Planning does not change training: it runs one forward and backward of the model on the
+//    example input through autograd::grad (no .grad is touched) and restores the default
+//    generator of the input's device, so dropout draws the same numbers with or without planning.
+// 2. A plan runs the model's own children in order: the arithmetic is the plain forward's, so
+//    gradients are bit-identical to plain for every mix of decisions (checkpoint re-runs preserve
+//    the RNG state; offloaded tensors come back byte for byte).
+// 3. A budget below the smallest peak any plan reaches throws graft::Error naming that minimum.
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "autograd/checkpoint.h"
+#include "nn/budget_solver.h"
+#include "nn/sequential.h"
+
+namespace graft::nn {
+
+struct BudgetOptions {
+  // Where offloaded activations go on a CPU device (SaveOnDisk); empty: offload is not considered.
+  // On a CUDA device offload goes to pinned host memory and needs no directory.
+  std::string offload_dir;
+  bool allow_offload = false;
+  int units = 256;  // the solver's resolution (nn/budget_solver.h)
+};
+
+struct CheckpointPlan {
+  std::vector<std::string> layers;                       // one per child: "3: Linear"
+  std::vector<autograd::CheckpointPolicy> decisions;     // MustSave, MustRecompute or MustOffload
+  std::vector<int> depth;                                // how many checkpoints re-run the layer
+  int64_t predicted_peak_bytes = 0;
+  double predicted_extra_forward = 0;  // recompute + offload time, as a fraction of one forward
+  int64_t budget_bytes = 0;
+  int64_t plain_peak_bytes = 0;        // the model's prediction for keeping everything
+  std::vector<LayerProfile> profiles;  // what was measured
+  std::vector<PlanStep> steps;         // the solved plan, as run_plan runs it
+  BudgetOptions options;
+  std::string table() const;
+};
+
+CheckpointPlan plan_checkpoint(Sequential& model, const Tensor& example_input, int64_t budget_bytes,
+                               const BudgetOptions& options = {});
+// Runs `model` on `input` under `plan` (which must have been made for this model).
+Tensor run_plan(Sequential& model, const CheckpointPlan& plan, const Tensor& input);
+
+// Plans on the first forward and on each new input shape; a plan is kept per shape, so a short
+// last batch does not make every epoch plan twice.
+class AutoCheckpoint : public Module {
+ public:
+  AutoCheckpoint(std::shared_ptr<Sequential> model, int64_t budget_bytes, BudgetOptions options = {});
+  Tensor forward(const Tensor& input) override;
+  std::string name() const override { return "AutoCheckpoint"; }
+  const CheckpointPlan& plan() const;  // the plan of the latest forward's shape
+  int replans() const { return replans_; }  // plans made (one per distinct input shape)
+
+ private:
+  std::shared_ptr<Sequential> model_;
+  int64_t budget_;
+  BudgetOptions options_;
+  std::map<Shape, CheckpointPlan> plans_;
+  const CheckpointPlan* current_ = nullptr;
+  int replans_ = 0;
+};
+
+}  // namespace graft::nn

@@ -16,8 +16,8 @@ namespace {
 std::atomic<int> g_lookahead{0};
 
 // A hook call and where its result goes. The call's captures (a file's entry, a host copy) are
-// destroyed before the result is published, so a backward that saw every result ready holds
-// everything its prefetches touched (invariant 4).
+// destroyed before the job counts as finished, so once a task's group is done, no prefetch of it
+// still holds a file or a copy (invariant 4).
 struct Job {
   std::function<Tensor()> fn;
   std::promise<Tensor> done;

@@ -34,8 +34,9 @@ struct GraphTask {
   variable_list captured;
   std::map<const void*, std::unique_ptr<GraphTaskState>> slots;  // per-task state of graph features, freed with the task
   AutogradTls tls = capture_autograd_tls();
-  std::shared_ptr<PrefetchGroup> prefetches = std::make_shared<PrefetchGroup>();  // waited for at the end
-  std::unordered_set<Node*> prefetched;                // nodes whose saved tensors were started
+  // Prefetch state, made on the first lookahead (a backward with prefetch off allocates nothing).
+  std::shared_ptr<PrefetchGroup> prefetches;  // what the task waits for at its end
+  std::unordered_set<Node*> prefetched;       // nodes whose saved tensors were started
 };
 
 namespace {
@@ -251,8 +252,10 @@ void prefetch_ahead(GraphTask& task, const std::vector<ReadyEntry>& ready, Node&
     frontier.pop_back();
     if (!should_run(task, n)) continue;
     ++seen;
-    if (task.prefetched.insert(n).second && computes_every_output(task, n))
+    if (task.prefetched.insert(n).second && computes_every_output(task, n)) {
+      if (!task.prefetches) task.prefetches = std::make_shared<PrefetchGroup>();
       for (const SavedVariable* sv : n->saved_variables()) sv->start_prefetch(task.prefetches);
+    }
     size_t before = frontier.size();
     release_children(n);
     for (size_t i = before; i < frontier.size(); ++i) std::push_heap(frontier.begin(), frontier.begin() + i + 1, later);
@@ -262,7 +265,9 @@ void prefetch_ahead(GraphTask& task, const std::vector<ReadyEntry>& ready, Node&
 // Waits for the task's prefetches, also on an exception (invariant 4 of unpack_prefetch.h).
 struct PrefetchDrain {
   GraphTask& task;
-  ~PrefetchDrain() { task.prefetches->wait(); }
+  ~PrefetchDrain() {
+    if (task.prefetches) task.prefetches->wait();
+  }
 };
 
 struct TaskScope {

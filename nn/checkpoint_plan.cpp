@@ -30,6 +30,12 @@ int64_t storage_bytes(const Tensor& t) {
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
+// The hooks an offloaded layer runs under: files on a CPU device, pinned host memory on CUDA.
+std::unique_ptr<autograd::SavedTensorsHooks> offload_hooks(const Tensor& like, const BudgetOptions& o) {
+  if (like.is_cpu()) return std::make_unique<autograd::SaveOnDisk>(o.offload_dir, 0);
+  return std::make_unique<autograd::SaveOnCpu>(/*pin_memory=*/true);
+}
+
 // Seconds per byte of writing a buffer out and reading it back where offloaded tensors go.
 double offload_seconds_per_byte(const Tensor& like, const BudgetOptions& o) {
   constexpr int64_t kProbe = 8 << 20;
@@ -41,11 +47,8 @@ double offload_seconds_per_byte(const Tensor& like, const BudgetOptions& o) {
     Tensor w = probe.detach().requires_grad_(true);
     Tensor v = w * 1.0;
     Tensor y;
-    if (like.is_cpu()) {
-      autograd::SaveOnDisk disk(o.offload_dir, 0);
-      y = (v * v).sum();
-    } else {
-      autograd::SaveOnCpu host(/*pin_memory=*/true);
+    {
+      auto hooks = offload_hooks(like, o);
       y = (v * v).sum();
     }
     autograd::grad({y}, {w});
@@ -142,19 +145,14 @@ Tensor run_steps(const Modules& mods, const std::shared_ptr<const std::vector<Pl
   for (const PlanStep& s : *steps) {
     switch (s.kind) {
       case StepKind::Keep: x = (*(*mods)[static_cast<size_t>(s.first)])(x); break;
-      case StepKind::Offload:
-        if (x.is_cpu()) {
-          autograd::SaveOnDisk disk(o.offload_dir, 0);
-          x = (*(*mods)[static_cast<size_t>(s.first)])(x);
-        } else {
-          autograd::SaveOnCpu host(/*pin_memory=*/true);
-          x = (*(*mods)[static_cast<size_t>(s.first)])(x);
-        }
+      case StepKind::Offload: {
+        auto hooks = offload_hooks(x, o);
+        x = (*(*mods)[static_cast<size_t>(s.first)])(x);
         break;
+      }
       case StepKind::Segment: {
         // The re-run needs the steps after this call returned: they travel with the closure.
-        auto inner = std::make_shared<const std::vector<PlanStep>>(
-            s.inner.empty() ? std::vector<PlanStep>{} : s.inner);
+        auto inner = std::make_shared<const std::vector<PlanStep>>(s.inner);
         int first = s.first, last = s.last;
         x = autograd::checkpoint(
             [mods, inner, first, last, o](const Tensor& in) {
@@ -210,10 +208,12 @@ CheckpointPlan plan_checkpoint(Sequential& model, const Tensor& example_input, i
   p.profiles = L;
   p.plain_peak_bytes = evaluate_plan(L, sequential_plan(static_cast<int>(L.size()), 1)).peak_bytes;
   SolvedPlan s = solve_plan(L, budget_bytes, options.units);
-  if (s.cost.peak_bytes < 0)
+  if (s.cost.peak_bytes < 0) {
+    int64_t minimum = min_peak_bytes(L);
     GRAFT_ERROR("plan_checkpoint: no plan fits a budget of ", mib(budget_bytes), " (", budget_bytes,
-                " bytes): the minimum any plan reaches is ", mib(min_peak_bytes(L)), " (", min_peak_bytes(L),
+                " bytes): the minimum any plan reaches is ", mib(minimum), " (", minimum,
                 " bytes); keeping everything needs ", mib(p.plain_peak_bytes));
+  }
   p.steps = s.steps;
   p.predicted_peak_bytes = s.cost.peak_bytes;
   double fwd = 0;

@@ -194,9 +194,7 @@ int run_train(const TrainOptions& o) {
       if (label.rfind("budget", 0) == 0) cross_entropy(forward(), y).backward();  // plans outside the log
       for (Tensor& p : model->parameters()) p.mutable_grad() = Tensor();
       gen.set_state(rng);
-      memory_log_start(device);
-      cross_entropy(forward(), y).backward();
-      series.push_back({label, memory_log_stop()});
+      series.push_back(record_timeline(label, device, [&] { cross_entropy(forward(), y).backward(); }));
     }
     for (Tensor& p : model->parameters()) p.mutable_grad() = Tensor();
     gen.set_state(rng);

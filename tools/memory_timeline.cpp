@@ -33,6 +33,17 @@ std::string fmt(double v) {
 
 }  // namespace
 
+TimelineSeries record_timeline(const std::string& label, Device device, const std::function<void()>& step) {
+  memory_log_start(device);
+  try {
+    step();
+  } catch (...) {
+    memory_log_stop();
+    throw;
+  }
+  return {label, memory_log_stop()};
+}
+
 void write_memory_timeline(const std::string& path, const std::vector<TimelineSeries>& series) {
   const double W = 900, H = 420, L = 70, R = 20, T = 40, B = 60;
   const char* colors[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e"};

@@ -1,6 +1,7 @@
 #pragma once
 // Draws memory timelines: bytes allocated over one training step (forward, then backward), one
 // line per mode on one chart, with the op that was running at each line's peak.
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,10 @@ struct TimelineSeries {
   std::string label;  // "plain", "checkpoint sqrt", "budget 16 MiB"
   std::vector<MemoryEvent> events;
 };
+
+// Runs `step` (one forward + backward) under the allocation log of `device`: one series. If `step`
+// throws, the log is stopped before the error goes on.
+TimelineSeries record_timeline(const std::string& label, Device device, const std::function<void()>& step);
 
 // The x axis is each series' own time as a fraction of its step (steps of different lengths line
 // up: forward left, backward right); the y axis is MiB above the step's start.

@@ -531,9 +531,7 @@ std::vector<graft::tools::TimelineSeries> timeline_deep_mlp(Device device) {
   DeepMlp net(device);
   net.step([&](const Tensor& in) { return (*net.model)(in); });  // allocates the grads
   auto logged = [&](const std::string& label, const std::function<Tensor(const Tensor&)>& forward) {
-    memory_log_start(device);
-    net.step(forward);
-    return graft::tools::TimelineSeries{label, memory_log_stop()};
+    return graft::tools::record_timeline(label, device, [&] { net.step(forward); });
   };
   std::vector<graft::tools::TimelineSeries> out;
   out.push_back(logged("plain", [&](const Tensor& in) { return (*net.model)(in); }));

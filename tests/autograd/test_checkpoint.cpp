@@ -569,3 +569,20 @@ TEST_CASE("op_policy takes precedence over policy when both are set") {
   }
   CHECK(count.n["sin"] == 1);  // recomputed: op_policy decided, not policy
 }
+
+TEST_CASE("checkpoint: an op-level offload policy is an error naming the op (offload is the planner's layer decision)") {
+  Tensor x = randn({4, 4}).requires_grad_();
+  auto fn = [](const Tensor& t) { return t.tanh() * 2.0; };
+  CheckpointOptions o;
+  o.policy = [](std::string_view op) {
+    return op == "tanh" ? CheckpointPolicy::MustOffload : CheckpointPolicy::PreferRecompute;
+  };
+  CHECK_THROWS_WITH(checkpoint(fn, x, o),
+                    Catch::Contains("checkpoint: op tanh got an offload policy") && Catch::Contains("nn::plan_checkpoint"));
+  o.policy = [](std::string_view) { return CheckpointPolicy::PreferOffload; };
+  CHECK_THROWS_WITH(checkpoint(fn, x, o), Catch::Contains("got an offload policy"));
+  // Nothing was left behind: the same function checkpoints normally afterwards.
+  Tensor g = grad({checkpoint(fn, x).sum()}, {x})[0];
+  Tensor expect = grad({fn(x).sum()}, {x})[0];
+  CHECK(g.to_vector<float>() == expect.to_vector<float>());
+}

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "graft.h"
+#include "support/temp_dir.h"
 
 using namespace graft;
 using namespace graft::autograd;
@@ -22,26 +23,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// A fresh directory under /tmp, removed with everything in it at the end of the test.
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char tmpl[] = "/tmp/graft-test-disk-XXXXXX";
-    REQUIRE(::mkdtemp(tmpl) != nullptr);
-    path = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::permissions(path, fs::perms::owner_all, ec);
-    fs::remove_all(path, ec);
-  }
-  // Every file and directory below `path`.
-  int entries() const {
-    int n = 0;
-    for (auto it = fs::recursive_directory_iterator(path); it != fs::recursive_directory_iterator(); ++it) ++n;
-    return n;
-  }
-};
+using graft::test::TempDir;
 
 struct Net {
   Tensor w1, w2;
@@ -268,4 +250,29 @@ TEST_CASE("SaveOnDisk turns a short read into an error naming the file") {
   }
   loss = Tensor();
   CHECK(dir.entries() == 0);
+}
+
+TEST_CASE("SaveOnDisk keeps parameters (leaves that require grad) in memory: their module holds them") {
+  TempDir dir;
+  manual_seed(5);
+  Tensor w = randn({64, 64}).requires_grad_();
+  auto f = [&] {  // the graph below, in the same order, without hooks
+    Tensor a = (w * w).sum();
+    Tensor v = w * 2.0;
+    return a + (v * v).sum();
+  };
+  Tensor plain = grad({f()}, {w})[0];
+  Tensor loss;
+  {
+    SaveOnDisk disk(dir.path, 0);
+    loss = (w * w).sum();        // mul saves the leaf w twice: no file
+    CHECK(dir.entries() == 1);   // the private directory, empty
+    Tensor v = w * 2.0;
+    loss = loss + (v * v).sum();  // v is an activation: written
+    CHECK(dir.entries() > 1);
+  }
+  loss.backward();
+  loss = Tensor();
+  CHECK(dir.entries() == 0);
+  CHECK(same_bits(w.grad(), plain));
 }

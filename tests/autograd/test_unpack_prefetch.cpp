@@ -16,35 +16,19 @@
 #include <vector>
 
 #include "graft.h"
+#include "support/temp_dir.h"
 
 using namespace graft;
 using namespace graft::autograd;
-namespace fs = std::filesystem;
 
 namespace {
+
+using graft::test::TempDir;
 
 // Sets the lookahead for one test and turns prefetch off again at the end.
 struct Lookahead {
   explicit Lookahead(int k) { set_unpack_prefetch(k); }
   ~Lookahead() { set_unpack_prefetch(0); }
-};
-
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char tmpl[] = "/tmp/graft-test-prefetch-XXXXXX";
-    REQUIRE(::mkdtemp(tmpl) != nullptr);
-    path = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  int entries() const {
-    int n = 0;
-    for (auto it = fs::recursive_directory_iterator(path); it != fs::recursive_directory_iterator(); ++it) ++n;
-    return n;
-  }
 };
 
 // A chain of 12 layers with a side branch, so the ready queue sometimes holds two nodes.

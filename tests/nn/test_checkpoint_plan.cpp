@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "graft.h"
+#include "support/temp_dir.h"
 
 using namespace graft;
 using namespace graft::nn;
@@ -115,9 +116,8 @@ TEST_CASE("plan_checkpoint: offloading to disk gives the same gradients and leav
   auto model = uneven_chain();
   Tensor x = batch();
   StepResult plain = step(*model, x, [&](const Tensor& in) { return (*model)(in); });
-  char tmpl[] = "/tmp/graft-test-plan-XXXXXX";
-  REQUIRE(::mkdtemp(tmpl) != nullptr);
-  std::string dir = tmpl;
+  graft::test::TempDir tmp;
+  const std::string& dir = tmp.path;
   BudgetOptions o;
   o.allow_offload = true;
   o.offload_dir = dir;
@@ -143,7 +143,6 @@ TEST_CASE("plan_checkpoint: offloading to disk gives the same gradients and leav
     CHECK(same_bits(rk.grads, plain.grads));
     CHECK(std::filesystem::is_empty(dir));
   }
-  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("plan_checkpoint: a budget below the minimum names the minimum") {

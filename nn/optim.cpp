@@ -38,6 +38,14 @@ Tensor grad_of(const Tensor& p) {
   if (g.defined() && g.grad_fn()) g = g.detach();
   return g;
 }
+
+// The fused kernels (ops/fused_optim.cpp, cuda/) take contiguous tensors that match the
+// parameter; anything else (a strided or differently typed gradient) takes the op-by-op path,
+// which gives the same values.
+bool fusable(const Tensor& p, const Tensor& g) {
+  return is_floating(p.dtype()) && p.is_contiguous() && g.is_contiguous() && g.dtype() == p.dtype() &&
+         g.device() == p.device() && g.sizes() == p.sizes() && g.data_ptr() != p.data_ptr();
+}
 }  // namespace
 
 SGD::SGD(std::vector<Tensor> params, double lr, double momentum_, double dampening_, double wd, bool nesterov_)
@@ -54,6 +62,13 @@ void SGD::step() {
     Tensor& p = params_[i];
     Tensor d = grad_of(p);
     if (!d.defined()) continue;
+    if (fused && fusable(p, d) && (momentum == 0 || !momentum_buffer_[i].defined() || momentum_buffer_[i].is_contiguous())) {
+      bool first = momentum != 0 && !momentum_buffer_[i].defined();
+      if (first) momentum_buffer_[i] = ops::empty_like(p);
+      ops::fused_sgd_(p, momentum_buffer_[i], d,
+                      {lr_, momentum, dampening, weight_decay, nesterov, first});
+      continue;
+    }
     if (weight_decay != 0) d = ops::add(d, p, weight_decay);
     if (momentum != 0) {
       Tensor& buf = momentum_buffer_[i];
@@ -93,6 +108,12 @@ void Adam::step() {
       exp_avg_sq_[i] = ops::zeros_like(p);
     }
     int64_t t = ++step_[i];
+    double bc1 = 1 - std::pow(beta1, static_cast<double>(t));
+    double bc2 = 1 - std::pow(beta2, static_cast<double>(t));
+    if (fused && fusable(p, g) && exp_avg_[i].is_contiguous() && exp_avg_sq_[i].is_contiguous()) {
+      ops::fused_adam_(p, exp_avg_[i], exp_avg_sq_[i], g, {lr_, beta1, beta2, weight_decay, eps, bc1, bc2, decoupled_});
+      continue;
+    }
     if (weight_decay != 0) {
       if (decoupled_)
         ops::mul_(p, 1 - lr_ * weight_decay);
@@ -102,8 +123,6 @@ void Adam::step() {
     ops::lerp_(exp_avg_[i], g, 1 - beta1);
     ops::mul_(exp_avg_sq_[i], beta2);
     ops::addcmul_(exp_avg_sq_[i], g, g, 1 - beta2);
-    double bc1 = 1 - std::pow(beta1, static_cast<double>(t));
-    double bc2 = 1 - std::pow(beta2, static_cast<double>(t));
     Tensor denom = ops::sqrt(exp_avg_sq_[i]);
     ops::div_(denom, std::sqrt(bc2));
     ops::add_(denom, eps);

@@ -1,6 +1,9 @@
 #pragma once
 // graft::optim: SGD, Adam, AdamW and learning-rate schedulers, with PyTorch's update formulas.
 // Updates run in place under NoGradGuard; parameters whose grad is undefined are skipped.
+// Each parameter is updated by one fused kernel (ops::fused_adam_ / fused_sgd_: one pass over
+// parameter, gradient and state instead of ~7 ops); `fused = false` takes the op-by-op path. On the
+// CPU both give the same bits; on CUDA they agree to rounding (nvcc contracts to FMA).
 #include <cstdint>
 #include <utility>
 #include <vector>
@@ -23,6 +26,8 @@ class Optimizer {
   double lr() const { return lr_; }
   void set_lr(double lr) { lr_ = lr; }
   const std::vector<Tensor>& parameters() const { return params_; }
+
+  bool fused = true;  // PyTorch's fused=: one kernel per parameter where the tensors allow it
 
  protected:
   std::vector<Tensor> params_;

@@ -125,6 +125,19 @@ Tensor& clamp_(Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max);
 Tensor& addcmul_(Tensor& self, const Tensor& a, const Tensor& b, Scalar value);  // self += value * a * b
 Tensor& addcdiv_(Tensor& self, const Tensor& a, const Tensor& b, Scalar value);  // self += value * a / b
 Tensor& lerp_(Tensor& self, const Tensor& end, Scalar weight);                   // self += w * (end - self)
+// Fused optimizer steps (ops/fused_optim.cpp): one in-place pass over a parameter, its gradient and
+// its state, giving the same bits as the op-by-op update. All tensors contiguous, alike, CPU.
+struct FusedAdamArgs {
+  double lr, beta1, beta2, weight_decay, eps, bias_correction1, bias_correction2;
+  bool decoupled;  // AdamW: p *= 1 - lr * wd; Adam: g += wd * p
+};
+void fused_adam_(Tensor& param, Tensor& exp_avg, Tensor& exp_avg_sq, const Tensor& grad, const FusedAdamArgs& args);
+struct FusedSgdArgs {
+  double lr, momentum, dampening, weight_decay;
+  bool nesterov, first;  // first: the momentum buffer starts as the (decayed) gradient
+};
+// momentum_buffer is unused (may be undefined) when momentum == 0.
+void fused_sgd_(Tensor& param, Tensor& momentum_buffer, const Tensor& grad, const FusedSgdArgs& args);
 
 // ---- reductions: dims empty = all; results keep the input's dtype (sum of bool/int gives int64) ----
 Tensor sum(const Tensor& x, const Shape& dims = {}, bool keepdim = false, std::optional<DType> dtype = std::nullopt);

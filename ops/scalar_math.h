@@ -8,6 +8,7 @@
 //    cannot compile for the device. Every function is GRAFT_HOST_DEVICE and inline.
 // 2. What stays per device is only how elements reach these functions (threads, blocks, vector
 //    loads, partial sums), never the formula itself.
+#include <cmath>
 #include <cstdint>
 
 #if defined(__CUDACC__)
@@ -98,6 +99,58 @@ GRAFT_HOST_DEVICE inline void finish_param_grads(const double* pdw, const double
   }
   if (dw) dw[i] = static_cast<T>(sw);
   if (db) db[i] = static_cast<T>(sb);
+}
+
+// ---- fused optimizer steps (ops/fused_optim.cpp, cuda/kernels/fused_optim.cu) ----
+// One element of Adam/AdamW and of SGD, with every operation in the order and dtype of the
+// op-by-op update in nn/optim.cpp, so the fused CPU kernel reproduces its bits. Scalars arrive
+// already rounded to T, as the ops round their Scalar arguments.
+template <class T>
+struct AdamScalars {
+  T decay;     // 1 - lr * wd (decoupled) applied to p when `shrink`
+  T wd;        // L2 weight decay added to g when `l2`
+  T w1;        // 1 - beta1, the lerp weight
+  T b2, w2;    // beta2, 1 - beta2
+  T sqrt_bc2;  // sqrt(1 - beta2^t)
+  T eps;
+  T step;      // -lr / (1 - beta1^t)
+  bool shrink, l2;
+};
+
+template <class T>
+GRAFT_HOST_DEVICE inline void adam_element(T& p, T& m, T& v, T g, const AdamScalars<T>& s) {
+  T pi = p;
+  if (s.shrink) pi = pi * s.decay;
+  if (s.l2) g = g + s.wd * pi;
+  // lerp from the nearer end, as lerp_ does
+  T w = s.w1, aw = w < T(0) ? -w : w;
+  T mi = aw < T(0.5) ? m + w * (g - m) : g - (g - m) * (T(1) - w);
+  T vi = v * s.b2;
+  vi = vi + s.w2 * g * g;
+  T denom = std::sqrt(vi) / s.sqrt_bc2 + s.eps;
+  p = pi + s.step * mi / denom;
+  m = mi;
+  v = vi;
+}
+
+template <class T>
+struct SgdScalars {
+  T wd, momentum, keep;  // keep = 1 - dampening
+  T step;                // -lr
+  bool decay, use_momentum, nesterov, first;
+};
+
+// buf is ignored unless use_momentum.
+template <class T>
+GRAFT_HOST_DEVICE inline void sgd_element(T& p, T& buf, T g, const SgdScalars<T>& s) {
+  T pi = p, d = g;
+  if (s.decay) d = d + s.wd * pi;
+  if (s.use_momentum) {
+    T b = s.first ? d : buf * s.momentum + s.keep * d;
+    buf = b;
+    d = s.nesterov ? d + s.momentum * b : b;
+  }
+  p = pi + s.step * d;
 }
 
 }  // namespace graft::scalar_math

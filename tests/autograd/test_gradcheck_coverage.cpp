@@ -58,6 +58,8 @@ const std::map<std::string, std::string>& not_differentiable() {
       {"addcmul_", "optimizer update (nn/optim.cpp), under no_grad"},
       {"addcdiv_", "optimizer update (nn/optim.cpp), under no_grad"},
       {"lerp_.Scalar", "optimizer and running-stat update, under no_grad"},
+      {"_fused_adam_", "optimizer update, under no_grad"},
+      {"_fused_sgd_", "optimizer update, under no_grad"},
       {"alias", "detach and hook plumbing: a new view with no history"},
       {"neg_", "ops:: only; graft:: has no in-place neg"},
       {"sqrt_", "ops:: only; graft:: has no in-place sqrt"},

@@ -243,6 +243,25 @@ const std::vector<Case>& cases() {
                    [](Tensor& s, Tensors& x) { ops::addcdiv_(s, x[1], x[2], -0.25); });
     inplace_binary("lerp_", {{f({4, 5}).written(), f({4, 5}).nograd()}, {f({129, 1031}).written(), f({1031}).nograd()}},
                    [](Tensor& s, Tensors& x) { ops::lerp_(s, x[1], 0.3); });
+    // Fused optimizer steps: parameter and state written in place, every operand contiguous.
+    auto w = [](In i) { return i.written().contig(); };
+    const std::vector<std::vector<In>> adam_sets = {{w(f({4, 5})), w(f({4, 5})), w(pos({4, 5})), w(f({4, 5}))},
+                                                    {w(f({129, 1031})), w(f({129, 1031})), w(pos({129, 1031})), w(f({129, 1031}))}};
+    add({"binary", "_fused_adam_ (AdamW, then Adam with L2)", adam_sets, [](Tensors& x, Device) {
+           ops::fused_adam_(x[0], x[1], x[2], x[3], {1e-2, 0.9, 0.999, 0.1, 1e-8, 0.19, 0.002, true});
+           ops::fused_adam_(x[0], x[1], x[2], x[3], {1e-2, 0.8, 0.99, 0.05, 1e-6, 0.36, 0.0199, false});
+           return Tensors{x[0], x[1], x[2]};
+         }});
+    const std::vector<std::vector<In>> sgd_sets = {{w(f({4, 5})), w(f({4, 5})), w(f({4, 5}))},
+                                                   {w(f({129, 1031})), w(f({129, 1031})), w(f({129, 1031}))}};
+    add({"binary", "_fused_sgd_ (first, momentum, nesterov, plain)", sgd_sets, [](Tensors& x, Device) {
+           ops::fused_sgd_(x[0], x[1], x[2], {0.1, 0.9, 0.0, 0.01, false, true});
+           ops::fused_sgd_(x[0], x[1], x[2], {0.1, 0.9, 0.2, 0.01, false, false});
+           ops::fused_sgd_(x[0], x[1], x[2], {0.1, 0.9, 0.0, 0.0, true, false});
+           Tensor none;
+           ops::fused_sgd_(x[0], none, x[2], {0.1, 0.0, 0.0, 0.0, false, false});
+           return Tensors{x[0], x[1]};
+         }});
     // copy_ broadcasts and casts: a float64 source into the run's dtype, an int64 one, a bool one.
     In src64 = f({5});
     src64.dtype = kFloat64;

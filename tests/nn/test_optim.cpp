@@ -1,6 +1,8 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <memory>
+#include <tuple>
 
 #include "graft.h"
 
@@ -155,4 +157,93 @@ TEST_CASE("training smoke test: a 2-layer MLP separates a 2-D linear problem") {
   Tensor pred = model->forward(x).argmax(1);
   double acc = pred.eq(y).to(kFloat64).mean().item<double>();
   CHECK(acc > 0.97);
+}
+
+namespace {
+// Five steps of `make(params)` on three parameters (a matrix, a vector, a scalar) with fixed
+// pseudo-random gradients; returns the parameters' values after each step.
+template <class Make>
+std::vector<std::vector<double>> trajectory(DType dt, bool fused, Make make) {
+  manual_seed(3);
+  std::vector<Tensor> ps = {randn({7, 5}, dtype(dt)).requires_grad_(), randn({5}, dtype(dt)).requires_grad_(),
+                            randn({}, dtype(dt)).requires_grad_()};
+  std::vector<Tensor> grads;
+  for (int s = 0; s < 5; ++s)
+    for (const auto& p : ps) grads.push_back(randn(p.sizes(), dtype(dt)));
+  auto opt = make(ps);
+  opt->fused = fused;
+  std::vector<std::vector<double>> out;
+  for (int s = 0; s < 5; ++s) {
+    for (size_t i = 0; i < ps.size(); ++i) ps[i].mutable_grad() = grads[s * ps.size() + i];
+    opt->step();
+    for (const auto& p : ps) out.push_back(p.to(kFloat64).to_vector<double>());
+  }
+  return out;
+}
+
+template <class Make>
+void check_fused_equals_op_by_op(Make make) {
+  for (DType dt : {kFloat32, kFloat64}) {
+    INFO("dtype " << dt);
+    auto fused = trajectory(dt, true, make), plain = trajectory(dt, false, make);
+    REQUIRE(fused.size() == plain.size());
+    for (size_t i = 0; i < fused.size(); ++i) CHECK(fused[i] == plain[i]);  // bit for bit
+  }
+}
+}  // namespace
+
+TEST_CASE("fused SGD updates give the op-by-op bits") {
+  for (auto [mom, damp, wd, nest] : std::vector<std::tuple<double, double, double, bool>>{
+           {0, 0, 0, false}, {0, 0, 0.1, false}, {0.9, 0, 0, false}, {0.9, 0.3, 0.05, false}, {0.9, 0, 0.05, true}}) {
+    INFO("momentum " << mom << " dampening " << damp << " weight_decay " << wd << " nesterov " << nest);
+    check_fused_equals_op_by_op(
+        [&](std::vector<Tensor> ps) { return std::make_unique<optim::SGD>(ps, 0.05, mom, damp, wd, nest); });
+  }
+}
+
+TEST_CASE("fused Adam and AdamW updates give the op-by-op bits") {
+  for (double wd : {0.0, 0.1}) {
+    INFO("weight_decay " << wd);
+    check_fused_equals_op_by_op([&](std::vector<Tensor> ps) {
+      return std::make_unique<optim::Adam>(ps, 1e-2, std::make_pair(0.9, 0.999), 1e-8, wd);
+    });
+    check_fused_equals_op_by_op([&](std::vector<Tensor> ps) {
+      return std::make_unique<optim::AdamW>(ps, 1e-2, std::make_pair(0.8, 0.99), 1e-6, wd);
+    });
+  }
+}
+
+TEST_CASE("fused updates bump the parameter's version once and keep it a leaf") {
+  Tensor p = randn({4}).requires_grad_();
+  optim::Adam opt({p}, 0.1);
+  p.mutable_grad() = ones({4});
+  auto v0 = p.version();
+  opt.step();
+  CHECK(p.version() == v0 + 1);
+  CHECK(p.is_leaf());
+  CHECK(p.requires_grad());
+}
+
+TEST_CASE("a strided gradient takes the op-by-op path with the same result") {
+  manual_seed(5);
+  Tensor g = randn({5, 4}).t();  // [4, 5], not contiguous
+  Tensor a = randn({4, 5}).requires_grad_(), b = a.detach().clone().requires_grad_();
+  optim::Adam fa({a}, 0.1), fb({b}, 0.1);
+  fb.fused = false;
+  a.mutable_grad() = g;
+  b.mutable_grad() = g.contiguous();
+  fa.step();
+  fb.step();
+  CHECK(a.to_vector<float>() == b.to_vector<float>());
+}
+
+TEST_CASE("fused update kernels reject mismatched tensors with the op's name") {
+  Tensor p = zeros({3}), m = zeros({3}), v = zeros({3}), g = zeros({4});
+  ops::FusedAdamArgs args{0.1, 0.9, 0.999, 0, 1e-8, 0.1, 0.001, false};
+  CHECK_THROWS_WITH(ops::fused_adam_(p, m, v, g, args),
+                    Catch::Contains("_fused_adam_") && Catch::Contains("grad") && Catch::Contains("[4]"));
+  Tensor m64 = zeros({3}, dtype(kFloat64));
+  CHECK_THROWS_WITH(ops::fused_adam_(p, m64, v, zeros({3}), args), Catch::Contains("exp_avg") && Catch::Contains("float64"));
+  CHECK_THROWS_WITH(ops::fused_adam_(p, p, v, zeros({3}), args), Catch::Contains("share memory"));
+  CHECK(p.to_vector<float>() == std::vector<float>{0, 0, 0});  // nothing written
 }

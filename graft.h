@@ -2,6 +2,7 @@
 // graft: the umbrella header. `#include <graft/graft.h>` (installed) or "graft.h" (in tree).
 #include "runtime/allocator.h"
 #include "runtime/memory_log.h"
+#include "runtime/op_profiler.h"
 #include "runtime/backend_hooks.h"
 #include "runtime/device.h"
 #include "runtime/dispatcher.h"

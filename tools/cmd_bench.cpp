@@ -1,8 +1,14 @@
 // `graft bench`: runs the workloads of tools/bench/graft_workloads.cpp.
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <regex>
 
 #include "graft.h"
@@ -12,11 +18,53 @@
 
 namespace graft::tools {
 
-int run_bench(const std::string& filter, int repeat, const std::string& json, int threads, const std::string& device_spec,
-              const std::string& memory_timeline) {
-  if (threads > 0) set_num_threads(threads);
-  Device device(device_spec);
-  GRAFT_CHECK(!device.is_cuda() || cuda_is_available(), "bench: --device ", device_spec,
+namespace {
+
+// CPU-bound competitors for --contended: child processes spinning on plain arithmetic until
+// killed (and dying with this process if it is killed first). Forked before the workloads run,
+// so no OpenMP or allocator state is copied into a child in the middle of use.
+class BusyProcesses {
+ public:
+  explicit BusyProcesses(int n) {
+    for (int i = 0; i < n; ++i) {
+      pid_t pid = fork();
+      GRAFT_CHECK(pid >= 0, "bench: --contended: fork failed");
+      if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        volatile uint64_t x = 1;
+        for (;;) x = x * 6364136223846793005ull + 1442695040888963407ull;
+      }
+      pids_.push_back(pid);
+      kill(pid, SIGSTOP);  // parked until resume()
+    }
+  }
+  void resume() {
+    for (pid_t p : pids_) kill(p, SIGCONT);
+  }
+  void pause() {
+    for (pid_t p : pids_) kill(p, SIGSTOP);
+  }
+  ~BusyProcesses() {
+    for (pid_t p : pids_) {
+      kill(p, SIGKILL);
+      waitpid(p, nullptr, 0);
+    }
+  }
+  BusyProcesses(const BusyProcesses&) = delete;
+  BusyProcesses& operator=(const BusyProcesses&) = delete;
+
+ private:
+  std::vector<pid_t> pids_;
+};
+
+}  // namespace
+
+int run_bench(const BenchOptions& o) {
+  const std::string& filter = o.filter;
+  const bool profile = o.profile;
+  if (o.threads > 0) set_num_threads(o.threads);
+  Device device(o.device);
+  GRAFT_CHECK(!device.is_cuda() || cuda_is_available(), "bench: --device ", o.device,
               ": no CUDA device is available (graft was built without CUDA, or there is no GPU)");
   std::regex re;
   try {
@@ -26,14 +74,43 @@ int run_bench(const std::string& filter, int repeat, const std::string& json, in
   }
   std::vector<graft_bench::Figure> all;
   const unsigned on = device.is_cuda() ? graft_bench::kOnCuda : graft_bench::kOnCpu;
+  std::optional<BusyProcesses> busy;
+  const int competitors = std::max(1L, sysconf(_SC_NPROCESSORS_ONLN) / 2);
+  if (o.contended) busy.emplace(static_cast<int>(competitors));
+  const int repeat = o.repeat;
   for (const auto& w : graft_bench::workloads()) {
     if (!(w.devices & on) || !std::regex_search(w.name, re)) continue;
-    for (auto& f : w.run(repeat > 0 ? repeat : w.default_repeat, device)) {
+    OpProfiler profiler;
+    std::vector<graft_bench::Figure> figs;
+    {
+      std::optional<OpProfiler::Scope> on;
+      if (profile) on.emplace(profiler);
+      figs = w.run(repeat > 0 ? repeat : w.default_repeat, device);
+    }
+    for (auto& f : figs) {
       graft_bench::print_figure(f);
       all.push_back(f);
     }
+    if (busy) {
+      // The same workload next to the competitors; "<name>_contended" figures, then the ratios.
+      busy->resume();
+      auto loaded = w.run(repeat > 0 ? repeat : w.default_repeat, device);
+      busy->pause();
+      for (size_t i = 0; i < loaded.size(); ++i) {
+        loaded[i].name += "_contended";
+        graft_bench::print_figure(loaded[i]);
+        all.push_back(loaded[i]);
+        bool rate = loaded[i].unit.find("/s") != std::string::npos;
+        double slow = rate ? figs[i].median / loaded[i].median : loaded[i].median / figs[i].median;
+        std::printf("%s slowdown %.2fx next to %d busy process%s (time contended / idle)\n", figs[i].name.c_str(),
+                    slow, competitors, competitors == 1 ? "" : "es");
+      }
+    }
+    // The timed figures above include the profiler's cost (about a microsecond per op call).
+    if (profile) std::printf("\nops of %s (warm-up and timed repeats):\n%s\n", w.name.c_str(), profiler.table().c_str());
   }
   GRAFT_CHECK(!all.empty(), "bench: no workload matches --filter '", filter, "' on ", device);
+  const std::string& memory_timeline = o.memory_timeline;
   if (!memory_timeline.empty()) {
     // One chart of every matched workload's logged steps; workloads sharing a timeline draw it once.
     std::vector<TimelineSeries> series;
@@ -51,9 +128,9 @@ int run_bench(const std::string& filter, int repeat, const std::string& json, in
     write_memory_timeline(memory_timeline, series);
     std::printf("wrote the memory timeline of one step (%zu modes) to %s\n", series.size(), memory_timeline.c_str());
   }
-  if (!json.empty()) {
-    std::ofstream out(json);
-    GRAFT_CHECK(out.good(), "bench: cannot write ", json);
+  if (!o.json.empty()) {
+    std::ofstream out(o.json);
+    GRAFT_CHECK(out.good(), "bench: cannot write ", o.json);
     out << graft_bench::figures_json(all);
   }
   return 0;

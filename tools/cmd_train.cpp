@@ -8,6 +8,7 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <sstream>
 
 #include "graft.h"
@@ -202,6 +203,7 @@ int run_train(const TrainOptions& o) {
     write_memory_timeline(o.memory_timeline, series);
     std::printf("wrote the memory timeline of one step (%zu modes) to %s\n", series.size(), o.memory_timeline.c_str());
   }
+  OpProfiler profiler;
   for (int64_t epoch = 0; epoch < o.epochs; ++epoch) {
     auto t0 = clk::now();
     double loss_sum = 0;
@@ -209,6 +211,8 @@ int run_train(const TrainOptions& o) {
     loader.set_epoch(epoch);
     reset_peak_memory_stats(kCPU);
     if (device.is_cuda()) reset_peak_memory_stats(device);
+    std::optional<OpProfiler::Scope> profiling;
+    if (o.profile) profiling.emplace(profiler);
     while (auto b = loader.next()) {
       Tensor x = prepare_images(b->images, device, o.normalize), y = b->labels.to(device);
       Tensor loss;
@@ -255,6 +259,7 @@ int run_train(const TrainOptions& o) {
       }
     }
     if (tty) std::fprintf(stderr, "\n");
+    profiling.reset();
     double train_time = seconds_since(t0);
     train_peak_cpu = std::max(train_peak_cpu, memory_stats(kCPU).peak_allocated_bytes);
     if (device.is_cuda()) train_peak_dev = std::max(train_peak_dev, memory_stats(device).peak_allocated_bytes);
@@ -268,6 +273,9 @@ int run_train(const TrainOptions& o) {
       metrics << "epoch," << epoch + 1 << ',' << global << ',' << loss_sum / static_cast<double>(seen) << ','
               << ev.loss << ',' << ev.accuracy << ',' << static_cast<double>(seen) / train_time << ',' << train_time << '\n';
   }
+  if (o.profile)
+    std::printf("\nops of the training steps (batches, forward, backward, optimizer; evaluation excluded), %lld "
+                "epoch(s):\n%s\n", static_cast<long long>(o.epochs), profiler.table().c_str());
   std::printf("peak memory while training: %.1f MiB allocated on cpu, %.1f MiB above the data set and model",
               static_cast<double>(train_peak_cpu) / (1 << 20), static_cast<double>(train_peak_cpu - base_cpu) / (1 << 20));
   if (budgeted)

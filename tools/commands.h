@@ -18,6 +18,7 @@ struct TrainOptions {
   std::string memory_budget;  // "16MiB": plan checkpointing to fit (nn::AutoCheckpoint); empty: off
   std::string memory_timeline;  // SVG of one step's allocations: plain, --checkpoint's mode, the budget plan
   bool save_on_cpu = false;
+  bool profile = false;  // print a per-op table (calls, total, mean) of the training steps
   std::string schedule = "cosine";
   bool normalize = true;
   uint64_t seed = 0;
@@ -28,9 +29,16 @@ struct TrainOptions {
 int run_train(const TrainOptions& options);
 int run_eval(const std::string& model, const std::string& path, const std::string& data_dir, const std::string& device,
              bool normalize);
-// device: "cpu" (the default) or "cuda[:N]"; each device runs the workloads that exist for it.
-// memory_timeline: also draw one logged step of each matched workload's modes to this SVG.
-int run_bench(const std::string& filter, int repeat, const std::string& json, int threads,
-              const std::string& device = "cpu", const std::string& memory_timeline = "");
+struct BenchOptions {
+  std::string filter = ".*";
+  int repeat = 0;        // timed repeats per workload; 0: the workload's default
+  std::string json;      // also write the figures as JSON here
+  int threads = 0;       // intra-op threads; 0: all cores
+  std::string device = "cpu";  // "cpu" or "cuda[:N]"; each device runs the workloads that exist for it
+  std::string memory_timeline;  // also draw one logged step of each matched workload's modes (SVG)
+  bool profile = false;  // print a per-op table (calls, total, mean) after each matched workload
+  bool contended = false;  // run each workload idle, then next to busy processes; print both and the ratio
+};
+int run_bench(const BenchOptions& options);
 
 }  // namespace graft::tools

@@ -11,17 +11,21 @@ int main(int argc, char** argv) {
   auto* info = app.add_subcommand("info", "Version, build, devices, library versions and threads");
   auto* demo = app.add_subcommand("demo", "A short tour of the tensor runtime");
   auto* bench = app.add_subcommand("bench", "Time the benchmark workloads (name value unit, median of repeats)");
-  std::string filter = ".*", json;
-  int repeat = 0, threads = 0;
-  bench->add_option("--filter", filter, "Regex over workload names (engine, mlp, cnn, matmul1024, matmul4096, elementwise_add, deep_mlp, deep_mlp_budget, deep_mlp_disk, alloc_churn, train_epoch, eval)");
-  bench->add_option("--repeat", repeat, "Timed repeats per workload (default: per workload)");
-  bench->add_option("--json", json, "Also write the figures as JSON to this path");
-  bench->add_option("--threads", threads, "Intra-op threads (default: all cores)");
-  std::string bench_device = "cpu", bench_timeline;
-  bench->add_option("--memory-timeline", bench_timeline,
+  graft::tools::BenchOptions bo;
+  bench->add_option("--filter", bo.filter, "Regex over workload names (engine, mlp, cnn, matmul1024, matmul4096, elementwise_add, stream_triad, deep_mlp, deep_mlp_budget, deep_mlp_disk, alloc_churn, train_epoch, eval)");
+  bench->add_option("--repeat", bo.repeat, "Timed repeats per workload (default: per workload)");
+  bench->add_option("--json", bo.json, "Also write the figures as JSON to this path");
+  bench->add_option("--threads", bo.threads, "Intra-op threads (default: all cores)");
+  bench->add_flag("--profile", bo.profile,
+                  "Print a per-op table (calls, total ms, mean us, share of the time) after each workload; its "
+                  "figures then include the profiler's cost");
+  bench->add_flag("--contended", bo.contended,
+                  "Run each workload idle, then again next to one busy process per two cores (CPU-bound loops), "
+                  "and print both figures and their ratio");
+  bench->add_option("--memory-timeline", bo.memory_timeline,
                     "Also draw the bytes allocated over one step of each matched workload's modes (deep_mlp_budget: "
                     "plain, checkpoint_sequential, the 25% budget plan, all on disk) to this SVG");
-  bench->add_option("--device", bench_device,
+  bench->add_option("--device", bo.device,
                     "cpu or cuda[:N]; cuda adds matmul4096 (fp32, tf32) and alloc_churn, drops matmul1024")
       ->capture_default_str();
   graft::tools::TrainOptions to;
@@ -45,6 +49,8 @@ int main(int argc, char** argv) {
   train->add_option("--memory-timeline", to.memory_timeline,
                     "Write an SVG of the memory allocated during one step: plain, the --checkpoint mode and the "
                     "--memory-budget plan on one chart");
+  train->add_flag("--profile", to.profile,
+                  "Print a per-op table (calls, total ms, mean us, share of the time) of the training steps");
   train->add_flag("--save-on-cpu", to.save_on_cpu, "Keep saved activations on the CPU (SaveOnCpu)");
   train->add_option("--seed", to.seed, "Random seed")->capture_default_str();
   train->add_option("--save", to.save, "Write the trained weights (safetensors)");
@@ -72,7 +78,7 @@ int main(int argc, char** argv) {
     if (*demo) return graft::tools::run_demo();
     if (*train) return graft::tools::run_train(to);
     if (*eval) return graft::tools::run_eval(eval_model, eval_load, eval_data, eval_device, eval_normalize);
-    if (*bench) return graft::tools::run_bench(filter, repeat, json, threads, bench_device, bench_timeline);
+    if (*bench) return graft::tools::run_bench(bo);
   } catch (const graft::Error& e) {
     std::cerr << "graft: error: " << e.what() << '\n';
     return 1;

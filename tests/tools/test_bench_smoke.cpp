@@ -41,3 +41,33 @@ TEST_CASE("graft bench rejects a filter that matches nothing") {
   CHECK(status != 0);
   CHECK(out.find("no workload matches") != std::string::npos);
 }
+
+TEST_CASE("graft bench --profile prints a per-op table after the workload") {
+  const char* exe = std::getenv("GRAFT_EXE");
+  REQUIRE(exe != nullptr);
+  int status = 0;
+  std::string out = run(std::string(exe) + " bench --filter '^mlp$' --repeat 1 --profile", status);
+  CHECK(status == 0);
+  INFO(out);
+  CHECK(out.find("mlp_step_ms ") != std::string::npos);
+  CHECK(out.find("ops of mlp") != std::string::npos);
+  for (const char* col : {"calls", "total ms", "mean us", "% time"}) CHECK(out.find(col) != std::string::npos);
+  // The step's matmuls, its loss and its optimizer update all show up by op name.
+  CHECK(out.find("\nlinear ") != std::string::npos);
+  CHECK(out.find("\n_fused_sgd_ ") != std::string::npos);
+  CHECK(out.find("(outside ops)") != std::string::npos);
+  CHECK(out.find("\ntotal ") != std::string::npos);
+}
+
+TEST_CASE("graft bench --contended runs each workload idle and next to busy processes") {
+  const char* exe = std::getenv("GRAFT_EXE");
+  REQUIRE(exe != nullptr);
+  int status = 0;
+  std::string out = run(std::string(exe) + " bench --filter engine --repeat 1 --contended", status);
+  CHECK(status == 0);
+  INFO(out);
+  CHECK(out.rfind("engine_us_per_op ", 0) == 0);
+  CHECK(out.find("\nengine_us_per_op_contended ") != std::string::npos);
+  CHECK(out.find("engine_us_per_op slowdown ") != std::string::npos);
+  CHECK((out.find("next to 1 busy process") != std::string::npos || out.find("busy processes") != std::string::npos));
+}

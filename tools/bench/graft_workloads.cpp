@@ -48,44 +48,24 @@ Tensor param(const Shape& shape, double scale, Device device) {
   return (randn(shape, TensorOptions{}.device(device)) * scale).requires_grad_();
 }
 
+// The steps use each framework's library optimizer, as a user would: graft's optim::SGD/Adam (one
+// fused kernel per parameter) here, torch::optim::SGD/Adam in the libtorch reference. Grads are
+// set to none after each step (zero_grad(set_to_none=true)) on both sides.
 struct Sgd {
-  std::vector<Tensor> params, bufs;
-  double lr, momentum;
-  Sgd(std::vector<Tensor> p, double lr_, double m) : params(std::move(p)), lr(lr_), momentum(m) {
-    for (auto& t : params) bufs.push_back(zeros_like(t));
-  }
+  optim::SGD opt;
+  Sgd(std::vector<Tensor> p, double lr, double momentum) : opt(std::move(p), lr, momentum) {}
   void step() {
-    NoGradGuard ng;
-    for (size_t i = 0; i < params.size(); ++i) {
-      bufs[i].mul_(momentum).add_(params[i].grad());
-      params[i].sub_(bufs[i], lr);
-      params[i].mutable_grad() = Tensor();  // zero_grad(set_to_none=true)
-    }
+    opt.step();
+    opt.zero_grad(true);
   }
 };
 
 struct Adam {
-  std::vector<Tensor> params, m, v;
-  double lr, b1 = 0.9, b2 = 0.999, eps = 1e-8;
-  int t = 0;
-  Adam(std::vector<Tensor> p, double lr_) : params(std::move(p)), lr(lr_) {
-    for (auto& x : params) {
-      m.push_back(zeros_like(x));
-      v.push_back(zeros_like(x));
-    }
-  }
+  optim::Adam opt;
+  Adam(std::vector<Tensor> p, double lr) : opt(std::move(p), lr) {}
   void step() {
-    NoGradGuard ng;
-    ++t;
-    double bc1 = 1 - std::pow(b1, t), bc2 = 1 - std::pow(b2, t);
-    for (size_t i = 0; i < params.size(); ++i) {
-      Tensor g = params[i].grad();
-      m[i].mul_(b1).add_(g, 1 - b1);
-      ops::addcmul_(v[i].mul_(b2), g, g, 1 - b2);
-      Tensor denom = (v[i].sqrt() / std::sqrt(bc2)).add_(eps);
-      ops::addcdiv_(params[i], m[i], denom, -lr / bc1);
-      params[i].mutable_grad() = Tensor();
-    }
+    opt.step();
+    opt.zero_grad(true);
   }
 };
 
@@ -249,6 +229,23 @@ std::vector<Figure> bench_add(int repeat, Device device) {
   std::vector<double> gbps;
   for (double ms : t) gbps.push_back(inner * 3.0 * 4 * (1 << 24) / (ms * 1e6));
   return {summarize("elementwise_add_gbps", "GB/s", gbps)};
+}
+
+// The machine's memory bandwidth, for compare.sh's roofline column: STREAM's triad
+// a = b + s * c over three 64 MiB float arrays on all threads, in plain loops (no graft op), counting
+// 12 bytes per element as STREAM does (and as elementwise_add_gbps does).
+std::vector<Figure> bench_stream_triad(int repeat, Device) {
+  const int64_t n = int64_t{1} << 24;
+  std::vector<float> a(n), b(n, 1.0f), c(n, 2.0f);
+  auto triad = [&] {
+    parallel_for(0, n, kGrainSize, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) a[i] = b[i] + 0.5f * c[i];
+    });
+  };
+  auto t = time_ms(Device(kCPU), repeat, 2, triad);
+  std::vector<double> gbps;
+  for (double ms : t) gbps.push_back(3.0 * 4 * static_cast<double>(n) / (ms * 1e6));
+  return {summarize("stream_triad_gbps", "GB/s", gbps)};
 }
 
 // 64 x (Linear 1024 + Tanh) at batch 256, plain, with sqrt(N) checkpointed segments, and with
@@ -556,6 +553,7 @@ const std::vector<Workload>& workloads() {
       {"matmul1024", bench_matmul, 10, kOnCpu},
       {"matmul4096", bench_matmul4096, 10, kOnCuda},
       {"elementwise_add", bench_add, 10},
+      {"stream_triad", bench_stream_triad, 10, kOnCpu},
       {"deep_mlp", bench_deep_mlp, 3},       {"alloc_churn", bench_alloc_churn, 5, kOnCuda},
       {"deep_mlp_budget", bench_deep_mlp_budget, 3, kOnBoth, timeline_deep_mlp},
       {"deep_mlp_disk", bench_deep_mlp_disk, 3, kOnCpu, timeline_deep_mlp},

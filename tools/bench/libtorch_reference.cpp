@@ -2,6 +2,7 @@
 // graft_workloads.cpp, written with libtorch's C++ API, so `compare.sh` pairs them by name.
 // Built only with -Dlibtorch_bench=enabled; graft itself never links libtorch.
 #include <torch/torch.h>
+#include <torch/version.h>
 
 #include <CLI/CLI.hpp>
 #include <cmath>
@@ -28,44 +29,23 @@ std::vector<double> time_ms(int repeat, int warmup, F&& f) {
 
 torch::Tensor param(at::IntArrayRef shape, double scale) { return (torch::randn(shape) * scale).requires_grad_(); }
 
+// Each framework's library optimizer, as graft_workloads.cpp: torch::optim::SGD/Adam, grads set
+// to none after each step.
 struct Sgd {
-  std::vector<torch::Tensor> params, bufs;
-  double lr, momentum;
-  Sgd(std::vector<torch::Tensor> p, double lr_, double m) : params(std::move(p)), lr(lr_), momentum(m) {
-    for (auto& t : params) bufs.push_back(torch::zeros_like(t));
-  }
+  torch::optim::SGD opt;
+  Sgd(std::vector<torch::Tensor> p, double lr, double m) : opt(p, torch::optim::SGDOptions(lr).momentum(m)) {}
   void step() {
-    torch::NoGradGuard ng;
-    for (size_t i = 0; i < params.size(); ++i) {
-      bufs[i].mul_(momentum).add_(params[i].grad());
-      params[i].sub_(bufs[i], lr);
-      params[i].mutable_grad().reset();
-    }
+    opt.step();
+    opt.zero_grad(true);
   }
 };
 
 struct Adam {
-  std::vector<torch::Tensor> params, m, v;
-  double lr, b1 = 0.9, b2 = 0.999, eps = 1e-8;
-  int t = 0;
-  Adam(std::vector<torch::Tensor> p, double lr_) : params(std::move(p)), lr(lr_) {
-    for (auto& x : params) {
-      m.push_back(torch::zeros_like(x));
-      v.push_back(torch::zeros_like(x));
-    }
-  }
+  torch::optim::Adam opt;
+  Adam(std::vector<torch::Tensor> p, double lr) : opt(p, torch::optim::AdamOptions(lr)) {}
   void step() {
-    torch::NoGradGuard ng;
-    ++t;
-    double bc1 = 1 - std::pow(b1, t), bc2 = 1 - std::pow(b2, t);
-    for (size_t i = 0; i < params.size(); ++i) {
-      auto g = params[i].grad();
-      m[i].mul_(b1).add_(g, 1 - b1);
-      v[i].mul_(b2).addcmul_(g, g, 1 - b2);
-      auto denom = (v[i].sqrt() / std::sqrt(bc2)).add_(eps);
-      params[i].addcdiv_(m[i], denom, -lr / bc1);
-      params[i].mutable_grad().reset();
-    }
+    opt.step();
+    opt.zero_grad(true);
   }
 };
 
@@ -252,7 +232,18 @@ int main(int argc, char** argv) {
   app.add_option("--repeat", repeat, "timed repeats per workload (default: per workload)");
   app.add_option("--json", json, "write the figures as JSON");
   app.add_option("--threads", threads, "intra-op threads (default: all cores)");
+  bool about = false;
+  app.add_flag("--about", about, "print one line: libtorch's version, its BLAS and thread count, then exit");
   CLI11_PARSE(app, argc, argv);
+  if (about) {
+    // compare.sh's header: which anchor this binary is (Debian's 1.13 or the PyPI wheel).
+    std::string config = at::show_config(), blas = "?";
+    auto at_blas = config.find("BLAS_INFO=");
+    if (at_blas != std::string::npos) blas = config.substr(at_blas + 10, config.find_first_of(", \n", at_blas) - at_blas - 10);
+    std::printf("libtorch %d.%d.%d, BLAS %s, %d threads\n", TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR,
+                TORCH_VERSION_PATCH, blas.c_str(), torch::get_num_threads());
+    return 0;
+  }
   if (threads > 0) torch::set_num_threads(threads);
   std::vector<Workload> ws = {{"engine", bench_engine, 10},        {"mlp", bench_mlp, 10},
                               {"cnn", bench_cnn, 5},              {"matmul1024", bench_matmul, 10},

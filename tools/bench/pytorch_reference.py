@@ -1,13 +1,18 @@
 #!/usr/bin/env python3
-"""PyTorch's side of `graft bench --device cuda`: the same CUDA workloads, shapes and figure names
-as tools/bench/graft_workloads.cpp, so tools/gpu_check.sh can pair the two by name.
+"""PyTorch's side of `graft bench`: the same workloads, shapes and figure names as
+tools/bench/graft_workloads.cpp, so tools/gpu_check.sh (--device cuda) and tools/bench/compare.sh
+(--device cpu, the Python column) can pair the two by name.
 
 Prints `name value unit (min, max, n)` lines like graft and writes the same JSON with --json.
 Every timed region ends with torch.cuda.synchronize(), as graft's does. TF32 is off (exact float32)
 except in matmul4096_tf32_tflops, matching graft's default; PyTorch's own default lets cuDNN use
 TF32 for convolutions, which would flatter the CNN step.
 
-Usage: python3 tools/bench/pytorch_reference.py [--filter REGEX] [--repeat N] [--json PATH]
+On the CPU the workloads are graft bench's CPU set: matmul1024 instead of matmul4096, no
+alloc_churn, and deep_mlp reports step times only (PyTorch has no CPU allocator statistics).
+
+Usage: python3 tools/bench/pytorch_reference.py [--device cuda|cpu] [--filter REGEX] [--repeat N]
+       [--json PATH] [--threads N]
 """
 import argparse
 import json
@@ -34,7 +39,8 @@ def set_tf32(on):
 
 
 def sync():
-    torch.cuda.synchronize()
+    if DEV.type == "cuda":
+        torch.cuda.synchronize()
 
 
 def time_ms(repeat, warmup, fn):
@@ -156,6 +162,13 @@ def bench_matmul4096(repeat):
     return out
 
 
+def bench_matmul1024(repeat):
+    torch.manual_seed(0)
+    a, b = torch.randn(1024, 1024, device=DEV), torch.randn(1024, 1024, device=DEV)
+    t = time_ms(repeat, 2, lambda: a.matmul(b))
+    return [summarize("matmul1024_gflops", "GFLOP/s", [2.0 * 1024 ** 3 / (ms * 1e6) for ms in t])]
+
+
 def bench_add(repeat):
     a, b = torch.randn(1 << 24, device=DEV), torch.randn(1 << 24, device=DEV)
     inner = 20
@@ -217,8 +230,10 @@ def bench_deep_mlp(repeat):
         held, peak = [], []
 
         def step():
-            before = torch.cuda.memory_allocated()
-            torch.cuda.reset_peak_memory_stats()
+            on_cuda = DEV.type == "cuda"
+            if on_cuda:
+                before = torch.cuda.memory_allocated()
+                torch.cuda.reset_peak_memory_stats()
             if mode == 0:
                 h = x
                 for f in fns:
@@ -228,17 +243,20 @@ def bench_deep_mlp(repeat):
             else:
                 h = spine(fns, 0, layers, x)
             loss = h.mean()
-            held.append((torch.cuda.memory_allocated() - before) / (1 << 20))
+            if on_cuda:
+                held.append((torch.cuda.memory_allocated() - before) / (1 << 20))
             del h
             loss.backward()
-            peak.append((torch.cuda.max_memory_allocated() - before) / (1 << 20))
+            if on_cuda:
+                peak.append((torch.cuda.max_memory_allocated() - before) / (1 << 20))
             with torch.no_grad():  # zero_grad(set_to_none=False), as graft's side
                 for p in ws + bs:
                     p.grad.zero_()
 
         t = time_ms(repeat, 1, step)
-        out.append(summarize(f"deep_mlp{suffix}_held_mib", "MiB", held[1:]))
-        out.append(summarize(f"deep_mlp{suffix}_peak_mib", "MiB", peak[1:]))
+        if held:
+            out.append(summarize(f"deep_mlp{suffix}_held_mib", "MiB", held[1:]))
+            out.append(summarize(f"deep_mlp{suffix}_peak_mib", "MiB", peak[1:]))
         out.append(summarize(f"deep_mlp{suffix}_step_ms", "ms", t))
     return out
 
@@ -311,10 +329,12 @@ def bench_train_epoch(repeat):
     return [summarize("train_mlp_epoch_s", "s", [v / 1000.0 for v in t])]
 
 
-WORKLOADS = [("engine", bench_engine, 10), ("mlp", bench_mlp, 10), ("cnn", bench_cnn, 5),
-             ("matmul4096", bench_matmul4096, 10), ("elementwise_add", bench_add, 10),
-             ("deep_mlp", bench_deep_mlp, 3), ("alloc_churn", bench_alloc_churn, 5),
-             ("train_epoch", bench_train_epoch, 3)]
+# (name, function, default repeats, devices)
+WORKLOADS = [("engine", bench_engine, 10, "cpu cuda"), ("mlp", bench_mlp, 10, "cpu cuda"),
+             ("cnn", bench_cnn, 5, "cpu cuda"), ("matmul1024", bench_matmul1024, 10, "cpu"),
+             ("matmul4096", bench_matmul4096, 10, "cuda"), ("elementwise_add", bench_add, 10, "cpu cuda"),
+             ("deep_mlp", bench_deep_mlp, 3, "cpu cuda"), ("alloc_churn", bench_alloc_churn, 5, "cuda"),
+             ("train_epoch", bench_train_epoch, 3, "cpu cuda")]
 
 
 def main():
@@ -322,14 +342,24 @@ def main():
     ap.add_argument("--filter", default=".*")
     ap.add_argument("--repeat", type=int, default=0)
     ap.add_argument("--json")
+    ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
+    ap.add_argument("--threads", type=int, default=0, help="intra-op threads (default: all cores)")
     args = ap.parse_args()
-    if not torch.cuda.is_available():
-        sys.exit("pytorch_reference: torch sees no CUDA device")
-    set_tf32(False)
-    print(f"# torch {torch.__version__}, {torch.cuda.get_device_name(0)}", file=sys.stderr)
+    global DEV
+    DEV = torch.device(args.device)
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
+    if DEV.type == "cuda":
+        if not torch.cuda.is_available():
+            sys.exit("pytorch_reference: torch sees no CUDA device")
+        set_tf32(False)
+        where = torch.cuda.get_device_name(0)
+    else:
+        where = f"cpu, {torch.get_num_threads()} threads"
+    print(f"# torch {torch.__version__}, {where}", file=sys.stderr)
     figs = []
-    for name, fn, default_repeat in WORKLOADS:
-        if not re.search(args.filter, name):
+    for name, fn, default_repeat, devices in WORKLOADS:
+        if DEV.type not in devices.split() or not re.search(args.filter, name):
             continue
         for f in fn(args.repeat or default_repeat):
             print(f"{f['name']} {f['value']:.4g} {f['unit']} (min {f['min']:.4g}, max {f['max']:.4g}, n={f['n']})", flush=True)

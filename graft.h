@@ -4,6 +4,7 @@
 #include "runtime/memory_log.h"
 #include "runtime/op_profiler.h"
 #include "runtime/backend_hooks.h"
+#include "runtime/contention_monitor.h"
 #include "runtime/device.h"
 #include "runtime/dispatcher.h"
 #include "runtime/dtype.h"

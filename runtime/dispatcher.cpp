@@ -5,6 +5,7 @@
 #include <memory>
 #include <mutex>
 
+#include "runtime/contention_monitor.h"
 #include "runtime/memory_log.h"
 
 namespace graft {
@@ -129,6 +130,7 @@ OpResult dispatch(const Op& op, Stack& args) {
 
 OpResult dispatch_kernel(const Op& op, Stack& args) {
   detail::MemoryLogOpScope log_scope(op.schema.name);
+  detail::contention_tick();
   Device dev(DeviceType::CPU), other;
   bool found = false, any_cuda = false, mixed = false;
   for (const auto& v : args) collect_device(v, op, dev, found, any_cuda, mixed, other);

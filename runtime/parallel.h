@@ -15,6 +15,8 @@ namespace graft {
 // ~2-5 us it takes to wake the pool.
 inline constexpr int64_t kGrainSize = 32768;
 
+// The threads an op started on the calling thread may use: set_num_threads()'s count, or 1 while
+// the contention monitor sees other processes keeping this thread waiting (contention_monitor.h).
 int get_num_threads();
 void set_num_threads(int n);
 bool in_parallel_region();
@@ -24,8 +26,8 @@ void parallel_for(int64_t begin, int64_t end, int64_t grain, const F& f) {
   int64_t n = end - begin;
   if (n <= 0) return;
 #ifdef _OPENMP
-  int nthreads = get_num_threads();
-  if (n > grain && nthreads > 1 && !in_parallel_region()) {
+  int nthreads = n > grain ? get_num_threads() : 1;
+  if (nthreads > 1 && !in_parallel_region()) {
     int64_t chunks = std::min<int64_t>(nthreads, (n + grain - 1) / grain);
 #pragma omp parallel num_threads(static_cast<int>(chunks))
     {

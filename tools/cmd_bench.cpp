@@ -82,6 +82,8 @@ int run_bench(const BenchOptions& o) {
     if (!(w.devices & on) || !std::regex_search(w.name, re)) continue;
     OpProfiler profiler;
     std::vector<graft_bench::Figure> figs;
+    reset_contention_monitor();
+    const int64_t reductions_before = contention_state().reductions;
     {
       std::optional<OpProfiler::Scope> on;
       if (profile) on.emplace(profiler);
@@ -93,9 +95,14 @@ int run_bench(const BenchOptions& o) {
     }
     if (busy) {
       // The same workload next to the competitors; "<name>_contended" figures, then the ratios.
+      const int64_t idle_reductions = contention_state().reductions - reductions_before;
+      reset_contention_monitor();
       busy->resume();
       auto loaded = w.run(repeat > 0 ? repeat : w.default_repeat, device);
       busy->pause();
+      std::printf("%s: the contention monitor went to one thread %lld times idle, %lld times contended\n",
+                  w.name.c_str(), static_cast<long long>(idle_reductions),
+                  static_cast<long long>(contention_state().reductions - reductions_before - idle_reductions));
       for (size_t i = 0; i < loaded.size(); ++i) {
         loaded[i].name += "_contended";
         graft_bench::print_figure(loaded[i]);
@@ -106,6 +113,10 @@ int run_bench(const BenchOptions& o) {
                     slow, competitors, competitors == 1 ? "" : "es");
       }
     }
+    if (!busy && contention_state().reductions > reductions_before)
+      std::printf("note: other processes kept graft waiting for a CPU during %s: ops ran on one thread %lld times "
+                  "(the figures are not idle ones)\n",
+                  w.name.c_str(), static_cast<long long>(contention_state().reductions - reductions_before));
     // The timed figures above include the profiler's cost (about a microsecond per op call).
     if (profile) std::printf("\nops of %s (warm-up and timed repeats):\n%s\n", w.name.c_str(), profiler.table().c_str());
   }

@@ -17,7 +17,11 @@ int run_info() {
             << "oneDNN:         " << v->major << '.' << v->minor << '.' << v->patch << '\n'
             << "CUDA backend:   " << (cuda::built_with_cuda() ? "built" : "not built") << '\n'
             << "CUDA runtime:   " << cuda_hooks().runtime_version() << '\n'
-            << "CPU threads:    " << get_num_threads() << '\n'
+            << "CPU threads:    " << get_num_threads()
+            << (contention_policy() == ContentionPolicy::Adapt
+                    ? " (one thread while other processes keep the cores busy; GRAFT_CONTENTION=fixed turns that off)"
+                    : " (fixed: GRAFT_CONTENTION=fixed)")
+            << '\n'
             << "devices:        cpu";
   for (int i = 0; i < cuda_device_count(); ++i) std::cout << ", cuda:" << i << " (" << cuda_hooks().device_name(i) << ")";
   std::cout << '\n' << "registered ops: " << registered_ops().size() << '\n';

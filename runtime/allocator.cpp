@@ -1,5 +1,7 @@
 #include "runtime/allocator.h"
 
+#include <sys/mman.h>
+
 #include <atomic>
 #include <cstdlib>
 #include <new>
@@ -40,11 +42,21 @@ struct AtomicStats {
 // how many bytes to subtract without a side table.
 constexpr size_t kAlign = 64;
 
+// Blocks of 2 MiB and more start on a huge-page boundary and ask for transparent huge pages: a
+// fresh 64 MiB output then costs 32 page faults instead of 16384 (elementwise_add_gbps 6.6 -> see
+// the README), which is most of the time of a large elementwise op on a new tensor.
+constexpr size_t kHugePage = size_t{2} << 20;
+
 class HostAllocator final : public Allocator {
  public:
   DataPtr allocate(size_t nbytes) override {
     size_t total = ((nbytes + kAlign - 1) / kAlign) * kAlign + kAlign;
-    void* raw = std::aligned_alloc(kAlign, total);
+    const bool huge = total >= kHugePage;
+    if (huge) total = (total + kHugePage - 1) / kHugePage * kHugePage;  // aligned_alloc wants a multiple
+    void* raw = std::aligned_alloc(huge ? kHugePage : kAlign, total);
+#ifdef MADV_HUGEPAGE
+    if (raw && huge) madvise(raw, total, MADV_HUGEPAGE);  // advice only: failure changes nothing
+#endif
     if (!raw) GRAFT_ERROR("cpu allocator: out of memory allocating ", nbytes, " bytes");
     *static_cast<size_t*>(raw) = nbytes;
     stats_.on_alloc(static_cast<int64_t>(nbytes));

@@ -53,6 +53,7 @@ struct Monitor {
   double t_last = 0;
   uint64_t wait_last = 0;
   bool single = false, probing = false;
+  int over = 0;  // consecutive windows above the threshold
   double probe_at = 0, probe_interval = kFirstProbe;
   ContentionState state;
 
@@ -102,7 +103,9 @@ struct Monitor {
     wait_last = wait;
     if (first) return;
     state.wait_fraction = frac;
-    if (frac > kWaitThreshold && get_num_threads() > 1) {
+    over = frac > kWaitThreshold ? over + 1 : 0;
+    if (over >= 2 && get_num_threads() > 1) {  // two windows in a row: one is a blip (a kworker)
+      over = 0;
       probe_interval = probing ? std::min(probe_interval * 2, kMaxProbe) : kFirstProbe;
       probing = false;
       single = true;
@@ -154,6 +157,7 @@ void reset_contention_monitor() {
   auto& m = detail::monitor();
   if (m.single) m.restore();
   m.probing = false;
+  m.over = 0;
   m.probe_interval = detail::kFirstProbe;
   m.t_last = 0;
 }

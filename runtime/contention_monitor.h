@@ -14,7 +14,7 @@
 //    was runnable but not running, over windows of at least 10 ms. Blocking on I/O or sleeping is
 //    not waiting, so a loader pause never looks like contention. Where procfs lacks schedstat the
 //    monitor stays off.
-// 2. Above 25% waiting, the thread's op thread count becomes 1 (graft's parallel_for and oneDNN
+// 2. Above 25% waiting in two windows in a row, the thread's op thread count becomes 1 (graft's parallel_for and oneDNN
 //    through omp_set_num_threads, both per thread). It probes the full count again after 1 s,
 //    doubling the interval up to 8 s while the contention lasts; a probe window without waiting
 //    restores it for good. The count never exceeds set_num_threads().

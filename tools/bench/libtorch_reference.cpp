@@ -30,13 +30,18 @@ std::vector<double> time_ms(int repeat, int warmup, F&& f) {
 torch::Tensor param(at::IntArrayRef shape, double scale) { return (torch::randn(shape) * scale).requires_grad_(); }
 
 // Each framework's library optimizer, as graft_workloads.cpp: torch::optim::SGD/Adam, grads set
-// to none after each step.
+// to none after each step (by hand: libtorch 1.13's zero_grad() takes no set_to_none).
+void grads_to_none(torch::optim::Optimizer& opt) {
+  for (auto& group : opt.param_groups())
+    for (auto& p : group.params()) p.mutable_grad().reset();
+}
+
 struct Sgd {
   torch::optim::SGD opt;
   Sgd(std::vector<torch::Tensor> p, double lr, double m) : opt(p, torch::optim::SGDOptions(lr).momentum(m)) {}
   void step() {
     opt.step();
-    opt.zero_grad(true);
+    grads_to_none(opt);
   }
 };
 
@@ -45,7 +50,7 @@ struct Adam {
   Adam(std::vector<torch::Tensor> p, double lr) : opt(p, torch::optim::AdamOptions(lr)) {}
   void step() {
     opt.step();
-    opt.zero_grad(true);
+    grads_to_none(opt);
   }
 };
 

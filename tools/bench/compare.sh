@@ -40,7 +40,11 @@ if [ ! -f "$builddir/build.ninja" ]; then
 fi
 targets=(tools/graft)
 [ "$have13" = 1 ] && targets+=(tools/libtorch_reference)
-ninja -C "$builddir" "${targets[@]}" >/dev/null
+if ! ninja -C "$builddir" "${targets[@]}" > "$builddir/compare-build.log" 2>&1; then
+  tail -n 30 "$builddir/compare-build.log" >&2
+  echo "compare.sh: the build failed (full log: $builddir/compare-build.log)" >&2
+  exit 1
+fi
 
 # ---- libtorch 2.x (PyPI) ----
 venv=$builddir/torch-venv

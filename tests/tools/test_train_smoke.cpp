@@ -100,8 +100,15 @@ TEST_CASE("graft train and graft eval run end to end on a tiny data set") {
   CHECK(ev.find("confusion matrix") != std::string::npos);
   CHECK(ev.find("Ankle boot") != std::string::npos);
 
-  // The same seed gives the same loss curve.
-  std::string again = run(std::string(exe) + " train --data " + d + " --epochs 2 --batch-size 32 --lr 0.003", status);
+  // The same seed gives the same loss curve, also under --profile (a dispatch mode that only
+  // times), which then prints the steps' per-op table.
+  std::string again =
+      run(std::string(exe) + " train --data " + d + " --epochs 2 --batch-size 32 --lr 0.003 --profile", status);
+  CHECK(status == 0);
+  CHECK(again.find("ops of the training steps") != std::string::npos);
+  CHECK(again.find("\nlinear ") != std::string::npos);
+  CHECK(again.find("\n_fused_adam_ ") != std::string::npos);
+  CHECK(again.find("(outside ops)") != std::string::npos);
   // "epoch N: train loss L, test loss T, test accuracy A%" without the epoch time.
   auto epoch_lines = [](const std::string& s) {
     std::string r, line;

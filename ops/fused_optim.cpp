@@ -13,6 +13,8 @@
 //   sgd:   d  = g + wd p
 //          buf = first ? d : buf momentum + (1 - dampening) d;  d = nesterov ? d + momentum buf : buf
 //          p  = p - lr d
+#include <type_traits>
+
 #include "ops/fused_optim_plan.h"
 #include "ops/kernel_utils.h"
 #include "runtime/dispatcher.h"
@@ -22,6 +24,21 @@ namespace graft {
 namespace {
 
 using kernels::check_fused_update;
+
+// Runs `loop(flags)` with each run-time flag as a compile-time one: the element functions then see
+// constant flags, their branches fold away and the loop vectorises (sqrt included: the library
+// builds with -fno-math-errno).
+template <class F>
+void with_const_flags(F&& loop) {
+  loop();
+}
+template <class F, class... Rest>
+void with_const_flags(F&& loop, bool flag, Rest... rest) {
+  if (flag)
+    with_const_flags([&](auto... c) { loop(std::true_type{}, c...); }, rest...);
+  else
+    with_const_flags([&](auto... c) { loop(std::false_type{}, c...); }, rest...);
+}
 
 std::vector<Tensor> fused_adam_cpu(const Tensor& param, const Tensor& exp_avg, const Tensor& exp_avg_sq,
                                    const Tensor& grad, double lr, double beta1, double beta2, double weight_decay,
@@ -33,7 +50,19 @@ std::vector<Tensor> fused_adam_cpu(const Tensor& param, const Tensor& exp_avg, c
     const T* g = grad.data_ptr<T>();
     const auto s = kernels::adam_scalars<T>(args);
     parallel_for(0, param.numel(), kGrainSize / 4, [&](int64_t lo, int64_t hi) {
-      for (int64_t i = lo; i < hi; ++i) scalar_math::adam_element(p[i], m[i], v[i], g[i], s);
+      with_const_flags(
+          [&](auto shrink, auto l2, auto near) {
+            auto c = s;
+            c.shrink = shrink;
+            c.l2 = l2;
+            c.near = near;
+            T* __restrict pp = p;
+            T* __restrict mm = m;
+            T* __restrict vv = v;
+            const T* __restrict gg = g;
+            for (int64_t i = lo; i < hi; ++i) scalar_math::adam_element(pp[i], mm[i], vv[i], gg[i], c);
+          },
+          s.shrink, s.l2, s.near);
     });
   });
   return {};
@@ -52,8 +81,24 @@ std::vector<Tensor> fused_sgd_cpu(const Tensor& param, const Tensor& momentum_bu
     const T* g = grad.data_ptr<T>();
     const auto s = kernels::sgd_scalars<T>(args);
     parallel_for(0, param.numel(), kGrainSize / 2, [&](int64_t lo, int64_t hi) {
-      T unused{};
-      for (int64_t i = lo; i < hi; ++i) scalar_math::sgd_element(p[i], buf ? buf[i] : unused, g[i], s);
+      with_const_flags(
+          [&](auto decay, auto momentum, auto nesterov, auto first) {
+            auto c = s;
+            c.decay = decay;
+            c.use_momentum = momentum;
+            c.nesterov = nesterov;
+            c.first = first;
+            T* __restrict pp = p;
+            const T* __restrict gg = g;
+            if constexpr (decltype(momentum)::value) {
+              T* __restrict bb = buf;
+              for (int64_t i = lo; i < hi; ++i) scalar_math::sgd_element(pp[i], bb[i], gg[i], c);
+            } else {
+              T unused{};
+              for (int64_t i = lo; i < hi; ++i) scalar_math::sgd_element(pp[i], unused, gg[i], c);
+            }
+          },
+          s.decay, s.use_momentum, s.nesterov, s.first);
     });
   });
   return {};

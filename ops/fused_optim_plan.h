@@ -20,7 +20,8 @@ scalar_math::AdamScalars<T> adam_scalars(const ops::FusedAdamArgs& a) {
   return {static_cast<T>(1 - a.lr * a.weight_decay), static_cast<T>(a.weight_decay), static_cast<T>(1 - a.beta1),
           static_cast<T>(a.beta2), static_cast<T>(1 - a.beta2), static_cast<T>(std::sqrt(a.bias_correction2)),
           static_cast<T>(a.eps), static_cast<T>(-a.lr / a.bias_correction1),
-          a.weight_decay != 0 && a.decoupled, a.weight_decay != 0 && !a.decoupled};
+          a.weight_decay != 0 && a.decoupled, a.weight_decay != 0 && !a.decoupled,
+          std::abs(static_cast<T>(1 - a.beta1)) < T(0.5)};
 }
 
 template <class T>

@@ -104,7 +104,8 @@ GRAFT_HOST_DEVICE inline void finish_param_grads(const double* pdw, const double
 // ---- fused optimizer steps (ops/fused_optim.cpp, cuda/kernels/fused_optim.cu) ----
 // One element of Adam/AdamW and of SGD, with every operation in the order and dtype of the
 // op-by-op update in nn/optim.cpp, so the fused CPU kernel reproduces its bits. Scalars arrive
-// already rounded to T, as the ops round their Scalar arguments.
+// already rounded to T, as the ops round their Scalar arguments. The CPU loop passes a copy whose
+// flags are compile-time constants, so the branches fold away and the loop vectorises.
 template <class T>
 struct AdamScalars {
   T decay;     // 1 - lr * wd (decoupled) applied to p when `shrink`
@@ -115,6 +116,7 @@ struct AdamScalars {
   T eps;
   T step;      // -lr / (1 - beta1^t)
   bool shrink, l2;
+  bool near;   // |w1| < 0.5: lerp from m (else from g), as lerp_ picks the nearer end
 };
 
 template <class T>
@@ -122,9 +124,7 @@ GRAFT_HOST_DEVICE inline void adam_element(T& p, T& m, T& v, T g, const AdamScal
   T pi = p;
   if (s.shrink) pi = pi * s.decay;
   if (s.l2) g = g + s.wd * pi;
-  // lerp from the nearer end, as lerp_ does
-  T w = s.w1, aw = w < T(0) ? -w : w;
-  T mi = aw < T(0.5) ? m + w * (g - m) : g - (g - m) * (T(1) - w);
+  T mi = s.near ? m + s.w1 * (g - m) : g - (g - m) * (T(1) - s.w1);
   T vi = v * s.b2;
   vi = vi + s.w2 * g * g;
   T denom = std::sqrt(vi) / s.sqrt_bc2 + s.eps;

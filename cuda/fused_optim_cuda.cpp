@@ -9,13 +9,11 @@
 namespace graft::cuda {
 namespace {
 
-using kernels::check_fused_update;
-
 std::vector<Tensor> fused_adam_cuda(const Tensor& param, const Tensor& exp_avg, const Tensor& exp_avg_sq,
                                     const Tensor& grad, double lr, double beta1, double beta2, double weight_decay,
                                     double eps, double bc1, double bc2, bool decoupled) {
-  check_fused_update("_fused_adam_", {{"param", &param}, {"exp_avg", &exp_avg}, {"exp_avg_sq", &exp_avg_sq}, {"grad", &grad}});
-  auto args = kernels::adam_args(lr, beta1, beta2, weight_decay, eps, bc1, bc2, decoupled);
+  auto args = kernels::plan_fused_adam(param, exp_avg, exp_avg_sq, grad, lr, beta1, beta2, weight_decay, eps, bc1, bc2,
+                                      decoupled);
   DeviceGuard guard(param.device().index);
   kernels::dispatch_floating(param.dtype(), "_fused_adam_", [&]<class T>() {
     launch_fused_adam<T>(param.data_ptr<T>(), exp_avg.data_ptr<T>(), exp_avg_sq.data_ptr<T>(), grad.data_ptr<T>(),
@@ -26,11 +24,8 @@ std::vector<Tensor> fused_adam_cuda(const Tensor& param, const Tensor& exp_avg, 
 
 std::vector<Tensor> fused_sgd_cuda(const Tensor& param, const Tensor& momentum_buffer, const Tensor& grad, double lr,
                                    double momentum, double dampening, double weight_decay, bool nesterov, bool first) {
-  if (momentum != 0)
-    check_fused_update("_fused_sgd_", {{"param", &param}, {"momentum_buffer", &momentum_buffer}, {"grad", &grad}});
-  else
-    check_fused_update("_fused_sgd_", {{"param", &param}, {"grad", &grad}});
-  auto args = kernels::sgd_args(lr, momentum, dampening, weight_decay, nesterov, first);
+  auto args = kernels::plan_fused_sgd(param, momentum_buffer, grad, lr, momentum, dampening, weight_decay, nesterov,
+                                     first);
   DeviceGuard guard(param.device().index);
   kernels::dispatch_floating(param.dtype(), "_fused_sgd_", [&]<class T>() {
     launch_fused_sgd<T>(param.data_ptr<T>(), momentum != 0 ? momentum_buffer.data_ptr<T>() : nullptr,

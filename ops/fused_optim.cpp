@@ -23,8 +23,6 @@
 namespace graft {
 namespace {
 
-using kernels::check_fused_update;
-
 // Runs `loop(flags)` with each run-time flag as a compile-time one: the element functions then see
 // constant flags, their branches fold away and the loop vectorises (sqrt included: the library
 // builds with -fno-math-errno).
@@ -43,8 +41,8 @@ void with_const_flags(F&& loop, bool flag, Rest... rest) {
 std::vector<Tensor> fused_adam_cpu(const Tensor& param, const Tensor& exp_avg, const Tensor& exp_avg_sq,
                                    const Tensor& grad, double lr, double beta1, double beta2, double weight_decay,
                                    double eps, double bc1, double bc2, bool decoupled) {
-  check_fused_update("_fused_adam_", {{"param", &param}, {"exp_avg", &exp_avg}, {"exp_avg_sq", &exp_avg_sq}, {"grad", &grad}});
-  auto args = kernels::adam_args(lr, beta1, beta2, weight_decay, eps, bc1, bc2, decoupled);
+  auto args = kernels::plan_fused_adam(param, exp_avg, exp_avg_sq, grad, lr, beta1, beta2, weight_decay, eps, bc1, bc2,
+                                      decoupled);
   kernels::dispatch_floating(param.dtype(), "_fused_adam_", [&]<class T>() {
     T *p = param.data_ptr<T>(), *m = exp_avg.data_ptr<T>(), *v = exp_avg_sq.data_ptr<T>();
     const T* g = grad.data_ptr<T>();
@@ -70,11 +68,8 @@ std::vector<Tensor> fused_adam_cpu(const Tensor& param, const Tensor& exp_avg, c
 
 std::vector<Tensor> fused_sgd_cpu(const Tensor& param, const Tensor& momentum_buffer, const Tensor& grad, double lr,
                                   double momentum, double dampening, double weight_decay, bool nesterov, bool first) {
-  if (momentum != 0)
-    check_fused_update("_fused_sgd_", {{"param", &param}, {"momentum_buffer", &momentum_buffer}, {"grad", &grad}});
-  else
-    check_fused_update("_fused_sgd_", {{"param", &param}, {"grad", &grad}});
-  auto args = kernels::sgd_args(lr, momentum, dampening, weight_decay, nesterov, first);
+  auto args = kernels::plan_fused_sgd(param, momentum_buffer, grad, lr, momentum, dampening, weight_decay, nesterov,
+                                     first);
   kernels::dispatch_floating(param.dtype(), "_fused_sgd_", [&]<class T>() {
     T* p = param.data_ptr<T>();
     T* buf = momentum != 0 ? momentum_buffer.data_ptr<T>() : nullptr;

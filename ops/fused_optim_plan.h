@@ -3,17 +3,21 @@
 // checks and the per-step scalars, shared by the CPU kernel (ops/fused_optim.cpp) and the CUDA one
 // (cuda/fused_optim_cuda.cpp). The per-element math is ops/scalar_math.h's.
 #include <cmath>
-#include <utility>
-#include <vector>
 
 #include "ops/ops.h"
 #include "ops/scalar_math.h"
 
 namespace graft::kernels {
 
-// Every tensor of one update: defined, same shape, dtype and device as the parameter (the first),
-// floating, contiguous, and no two sharing memory. Throws graft::Error naming the op and tensor.
-void check_fused_update(const char* op, const std::vector<std::pair<const char*, const Tensor*>>& tensors);
+// The kernels' common first half: checks every operand (defined, same shape, dtype and device as
+// the parameter, floating, contiguous, no two sharing memory; graft::Error naming the op and the
+// tensor otherwise) and gathers the op's scalar arguments. momentum_buffer is checked only when
+// momentum != 0.
+ops::FusedAdamArgs plan_fused_adam(const Tensor& param, const Tensor& exp_avg, const Tensor& exp_avg_sq,
+                                   const Tensor& grad, double lr, double beta1, double beta2, double weight_decay,
+                                   double eps, double bias_correction1, double bias_correction2, bool decoupled);
+ops::FusedSgdArgs plan_fused_sgd(const Tensor& param, const Tensor& momentum_buffer, const Tensor& grad, double lr,
+                                 double momentum, double dampening, double weight_decay, bool nesterov, bool first);
 
 template <class T>
 scalar_math::AdamScalars<T> adam_scalars(const ops::FusedAdamArgs& a) {
@@ -28,16 +32,6 @@ template <class T>
 scalar_math::SgdScalars<T> sgd_scalars(const ops::FusedSgdArgs& a) {
   return {static_cast<T>(a.weight_decay), static_cast<T>(a.momentum), static_cast<T>(1 - a.dampening),
           static_cast<T>(-a.lr), a.weight_decay != 0, a.momentum != 0, a.nesterov, a.first};
-}
-
-// The argument lists of the two ops, unboxed.
-inline ops::FusedAdamArgs adam_args(double lr, double beta1, double beta2, double weight_decay, double eps,
-                                    double bc1, double bc2, bool decoupled) {
-  return {lr, beta1, beta2, weight_decay, eps, bc1, bc2, decoupled};
-}
-inline ops::FusedSgdArgs sgd_args(double lr, double momentum, double dampening, double weight_decay, bool nesterov,
-                                  bool first) {
-  return {lr, momentum, dampening, weight_decay, nesterov, first};
 }
 
 }  // namespace graft::kernels

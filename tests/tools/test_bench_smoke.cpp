@@ -71,3 +71,17 @@ TEST_CASE("graft bench --contended runs each workload idle and next to busy proc
   CHECK(out.find("engine_us_per_op slowdown ") != std::string::npos);
   CHECK((out.find("next to 1 busy process") != std::string::npos || out.find("busy processes") != std::string::npos));
 }
+
+TEST_CASE("GRAFT_CONTENTION=fixed turns the contention monitor off, and graft info says which policy runs") {
+  const char* exe = std::getenv("GRAFT_EXE");
+  REQUIRE(exe != nullptr);
+  int status = 0;
+  std::string adapt = run("env -u GRAFT_CONTENTION " + std::string(exe) + " info", status);
+  CHECK(status == 0);
+  INFO(adapt);
+  CHECK(adapt.find("one thread while other processes keep the cores busy") != std::string::npos);
+  std::string fixed = run("GRAFT_CONTENTION=fixed " + std::string(exe) + " info", status);
+  CHECK(status == 0);
+  INFO(fixed);
+  CHECK(fixed.find("(fixed: GRAFT_CONTENTION=fixed)") != std::string::npos);
+}

@@ -12,6 +12,7 @@
 #include "runtime/generator.h"
 #include "runtime/parallel.h"
 #include "runtime/scalar.h"
+#include "runtime/memory_format.h"
 #include "runtime/shape.h"
 #include "runtime/tensor.h"
 #include "runtime/tensor_options.h"

@@ -227,8 +227,14 @@ Tensor as_strided(const Tensor& x, const Shape& sizes, const Shape& strides, int
     n.saved.view_offset = offset;
   });
 }
-Tensor clone(const Tensor& x) { return plain_op("CloneBackward", d_identity, {&x}, ops::clone(x), nothing); }
+Tensor clone(const Tensor& x, MemoryFormat f) {
+  return plain_op("CloneBackward", d_identity, {&x}, ops::clone(x, f), nothing);
+}
 Tensor contiguous(const Tensor& x) { return x.is_contiguous() ? x : graft::clone(x); }
+Tensor contiguous(const Tensor& x, MemoryFormat f) {
+  if (f == MemoryFormat::Preserve) return x;
+  return x.is_contiguous(f) ? x : graft::clone(x, f);
+}
 Tensor detach(const Tensor& x) { return ops::alias(x); }
 Tensor to(const Tensor& x, DType d) {
   if (x.dtype() == d) return x;

@@ -32,6 +32,7 @@ Tensor Tensor::squeeze(int64_t d) const { return graft::squeeze(*this, d); }
 Tensor Tensor::unsqueeze(int64_t d) const { return graft::unsqueeze(*this, d); }
 Tensor Tensor::flatten(int64_t s, int64_t e) const { return graft::flatten(*this, s, e); }
 Tensor Tensor::contiguous() const { return graft::contiguous(*this); }
+Tensor Tensor::contiguous(MemoryFormat f) const { return graft::contiguous(*this, f); }
 
 // ---- math ----
 Tensor Tensor::add(const Tensor& o, Scalar alpha) const { return graft::add(*this, o, alpha); }
@@ -93,6 +94,7 @@ Tensor Tensor::logsumexp(const Shape& d, bool k) const { return graft::logsumexp
 Tensor Tensor::softmax(int64_t d) const { return graft::softmax(*this, d); }
 Tensor Tensor::log_softmax(int64_t d) const { return graft::log_softmax(*this, d); }
 Tensor Tensor::clone() const { return graft::clone(*this); }
+Tensor Tensor::clone(MemoryFormat f) const { return graft::clone(*this, f); }
 Tensor Tensor::detach() const { return graft::detach(*this); }
 Tensor Tensor::to(Device d, bool nb) const { return graft::to(*this, d, nb); }
 Tensor Tensor::to(DType t) const { return graft::to(*this, t); }

@@ -138,10 +138,10 @@ Tensor fill_cuda(const Tensor& self, Scalar value) {
   return self;
 }
 
-Tensor clone_cuda(const Tensor& self) {
+Tensor clone_cuda(const Tensor& self, int64_t memory_format) {
   kernels::check_defined(self, "clone", "self");
   DeviceGuard guard(self.device().index);
-  Tensor out = new_tensor(self.sizes(), self.dtype(), self.device());
+  Tensor out = kernels::new_tensor_in_format(self, memory_format_from_int(memory_format, "clone"));
   copy_on_device(out, self);
   return out;
 }

@@ -154,6 +154,14 @@ void Module::to(DType dtype) {
   for (auto& c : children_) c.second->to(dtype);
 }
 
+void Module::to(MemoryFormat f) {
+  replace_tensors([&](const Tensor& t) {
+    bool convert = t.dim() == 4 && is_floating(t.dtype()) && f != MemoryFormat::Preserve && t.suggest_memory_format() != f;
+    return convert ? t.clone(f) : t;
+  });
+  for (auto& c : children_) c.second->to(f);
+}
+
 void Module::zero_grad(bool set_to_none) {
   for (Tensor p : parameters()) {
     Tensor& g = p.mutable_grad();

@@ -175,6 +175,10 @@ class Module : public std::enable_shared_from_this<Module> {
   virtual void to(Device device, bool non_blocking = false);
   // Casts floating parameters and buffers (integral buffers such as counters are kept).
   virtual void to(DType dtype);
+  // Lays 4-D floating parameters and buffers out in `f` (PyTorch's model.to(memory_format=...)):
+  // a tensor whose strides do not already suggest `f` is copied, so even a weight with one input
+  // channel (dense in both formats) gets channels-last strides and its convolution runs NHWC.
+  virtual void to(MemoryFormat f);
 
   // set_to_none: grads become undefined; otherwise they are zeroed in place.
   void zero_grad(bool set_to_none = true);

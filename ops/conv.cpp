@@ -6,10 +6,20 @@
 //   OH = (H + 2*padH - dilH*(kH-1) - 1) / strideH + 1   (floor), likewise OW.
 // The bias gradient is grad_out summed over N, OH, OW: the caller's reduction.
 //
-// float32 runs on oneDNN. Its fast kernels want channel-blocked layouts, so the primitive is
-// created with format `any` and graft's plain NCHW tensors are reordered in and out around it
-// (cheap next to the convolution itself). float64 (gradchecks) runs on the direct loops below.
+// Layout: each kernel picks NCHW or NHWC (channels-last) as PyTorch does: NHWC when one of its
+// tensor operands has channels-last strides (input or weight forward, grad_out or weight for the
+// data gradient, grad_out or input for the weight gradient). Its activation outputs then come
+// back channels-last too, so a channels-last network stays channels-last from layer to layer.
+//
+// float32 runs on oneDNN. For NCHW, its fast kernels want channel-blocked layouts, so the
+// primitive is created with format `any` and the plain tensors are reordered in and out around it.
+// For NHWC the primitive runs on graft's buffers directly (oneDNN convolves nhwc natively): no
+// activation reorder at all. The weights are still reordered into the primitive's blocked layout;
+// that copy is cached per weight storage and version (WeightCache), so it is redone only after the
+// weights change (optimizer.step()). float64 (gradchecks) runs on the direct loops below.
 #include <algorithm>
+#include <list>
+#include <mutex>
 
 #include "ops/dnnl_utils.h"
 #include "ops/conv_pool_params.h"
@@ -43,6 +53,80 @@ struct ConvPrimitive : du::CachedPrimitive {
   dnnl::memory::desc bias_md;  // forward with bias only
 };
 
+// The primitive-layout copies of weights, so a weight that did not change since the last call is
+// not reordered again.
+// Invariants:
+// - An entry is keyed by the weight's storage (by identity: a weak_ptr, compared by owner, so a
+//   new storage at a freed one's address never matches), its offset and version, and the target
+//   descriptor (dims and layout). Any write to the weight through any view bumps the storage's
+//   version, so a stale copy is never returned.
+// - Entries are immutable and handed out as shared_ptr<const>: an entry evicted while another
+//   thread convolves with it stays alive until that call ends.
+// - At most kWeightCacheSize entries, least recently used dropped first; an entry of a freed
+//   storage is dead weight until it ages out, and is never matched.
+class WeightCache {
+ public:
+  struct Entry {
+    std::weak_ptr<Storage> storage;
+    int64_t offset = 0, version = 0;
+    dnnl::memory::desc inner;
+    Tensor buffer;  // the reordered weights: inner.get_size() bytes, rounded up to whole floats
+  };
+  static constexpr size_t kWeightCacheSize = 32;
+
+  // The weights `w` (plain, contiguous) in `o.inner`, from the cache or reordered now.
+  std::shared_ptr<const Entry> get(const ConvPrimitive::Operand& o, const Tensor& w) {
+    const std::shared_ptr<Storage>& st = w.impl()->storage();
+    int64_t version = w.impl()->version(), offset = w.storage_offset();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (auto it = entries_.begin(); it != entries_.end(); ++it) {
+        const Entry& e = **it;
+        bool same = !e.storage.owner_before(st) && !st.owner_before(e.storage) && !e.storage.expired();
+        if (same && e.offset == offset && e.version == version && e.inner == o.inner) {
+          entries_.splice(entries_.begin(), entries_, it);
+          ++hits_;
+          return entries_.front();
+        }
+      }
+    }
+    auto e = std::make_shared<Entry>();
+    e->storage = st;
+    e->offset = offset;
+    e->version = version;
+    e->inner = o.inner;
+    e->buffer = new_tensor({static_cast<int64_t>((o.inner.get_size() + 3) / 4)}, kFloat32, w.device());
+    dnnl::memory plain = du::make_memory(o.plain, w.data_ptr());
+    dnnl::memory inner = du::make_memory(o.inner, e->buffer.data_ptr());
+    du::execute(o.reorder, o.reorder_scratch, {{DNNL_ARG_FROM, plain}, {DNNL_ARG_TO, inner}});
+    std::lock_guard<std::mutex> lock(mu_);
+    ++misses_;
+    entries_.push_front(e);
+    if (entries_.size() > kWeightCacheSize) entries_.pop_back();
+    return e;
+  }
+  WeightCacheStats stats() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return {hits_, misses_, static_cast<int64_t>(entries_.size())};
+  }
+  void clear() {
+    std::lock_guard<std::mutex> lock(mu_);
+    entries_.clear();
+    hits_ = misses_ = 0;
+  }
+
+ private:
+  std::mutex mu_;
+  std::list<std::shared_ptr<const Entry>> entries_;  // most recently used first
+  int64_t hits_ = 0, misses_ = 0;
+};
+
+WeightCache& weight_cache() {
+  // Leaked, like the primitive cache: a kernel may still run from another static's destructor.
+  static WeightCache* c = new WeightCache;
+  return *c;
+}
+
 int max_threads() {
 #ifdef _OPENMP
   return omp_get_max_threads();
@@ -68,9 +152,9 @@ void set_operand(ConvPrimitive::Operand& o, int arg, const dnnl::memory::desc& p
   o.reorder_scratch = pd.scratchpad_desc();
 }
 
-std::shared_ptr<const ConvPrimitive> conv_primitive(int64_t kind, const ConvParams& p, bool has_bias) {
+std::shared_ptr<const ConvPrimitive> conv_primitive(int64_t kind, const ConvParams& p, bool has_bias, bool nhwc) {
   du::PrimitiveKey key(kind);
-  key.add(max_threads()).add(has_bias ? 1 : 0);
+  key.add(max_threads()).add(has_bias ? 1 : 0).add(nhwc ? 1 : 0);
   for (int64_t v : {p.N, p.C, p.H, p.W, p.O, p.kh, p.kw, p.sh, p.sw, p.ph, p.pw, p.dh, p.dw, p.groups}) key.add(v);
   return du::get_or_create_as<ConvPrimitive>(key, [&] {
     using tag = dnnl::memory::format_tag;
@@ -81,8 +165,10 @@ std::shared_ptr<const ConvPrimitive> conv_primitive(int64_t kind, const ConvPara
     // Blocked layouts make the forward and weight-gradient kernels several times faster; the
     // data-gradient kernel for very few input channels (a network's first layer) is faster on
     // plain layouts.
+    // Channels-last activations are convolved as they lie (nhwc), so only the weights move.
     bool blocked = kind != kKeyConvBwdData || p.C / p.groups >= 8;
-    tag act = blocked ? tag::any : tag::nchw, wt = blocked ? tag::any : wei_tag;
+    tag plain_act = nhwc ? tag::nhwc : tag::nchw;
+    tag act = nhwc ? tag::nhwc : blocked ? tag::any : tag::nchw, wt = blocked ? tag::any : wei_tag;
     auto src_md = plain_md(src, act), dst_md = plain_md(dst, act), wei_md = plain_md(wei, wt);
     auto bias_md = has_bias ? plain_md({p.O}, tag::x) : dnnl::memory::desc();
     dims strides{p.sh, p.sw}, dil{p.dh - 1, p.dw - 1}, pad{p.ph, p.pw};
@@ -92,7 +178,7 @@ std::shared_ptr<const ConvPrimitive> conv_primitive(int64_t kind, const ConvPara
     auto attr = du::default_attr();
     dnnl::convolution_forward::primitive_desc fwd_pd(fwd_d, attr, du::cpu_engine());
     auto cp = std::make_shared<ConvPrimitive>();
-    auto src_plain = plain_md(src, tag::nchw), dst_plain = plain_md(dst, tag::nchw), wei_plain = plain_md(wei, wei_tag);
+    auto src_plain = plain_md(src, plain_act), dst_plain = plain_md(dst, plain_act), wei_plain = plain_md(wei, wei_tag);
     if (kind == kKeyConvFwd) {
       set_operand(cp->in0, DNNL_ARG_SRC, src_plain, fwd_pd.src_desc(), false);
       set_operand(cp->in1, DNNL_ARG_WEIGHTS, wei_plain, fwd_pd.weights_desc(), false);
@@ -123,12 +209,13 @@ std::shared_ptr<const ConvPrimitive> conv_primitive(int64_t kind, const ConvPara
   });
 }
 
-// Runs the primitive on plain, contiguous float32 buffers: in0, in1 -> out (+ bias for forward).
+// Runs the primitive on plain float32 buffers: in0, in1 -> out (+ bias for forward). Activations
+// are dense NCHW, or dense NHWC when `nhwc`; weights are contiguous.
 void run_conv_f32(int64_t kind, const ConvParams& p, const Tensor& in0, const Tensor& in1, const Tensor& out,
-                  const Tensor& bias) {
+                  const Tensor& bias, bool nhwc) {
   std::shared_ptr<const ConvPrimitive> cp;
   try {
-    cp = conv_primitive(kind, p, bias.defined());
+    cp = conv_primitive(kind, p, bias.defined(), nhwc);
   } catch (const dnnl::error& e) {
     GRAFT_ERROR("conv2d: oneDNN could not create a convolution for input ", shape_str(p.input_sizes()),
                 " and weight ", shape_str(p.weight_sizes()), ": ", e.what());
@@ -141,7 +228,17 @@ void run_conv_f32(int64_t kind, const ConvParams& p, const Tensor& in0, const Te
     du::execute(o.reorder, o.reorder_scratch, {{DNNL_ARG_FROM, plain}, {DNNL_ARG_TO, inner}});
     return inner;
   };
-  std::unordered_map<int, dnnl::memory> args{{cp->in0.arg, input(cp->in0, in0, 1)}, {cp->in1.arg, input(cp->in1, in1, 2)}};
+  // The weights (in1 of forward and data gradient) come from the cache; the entry stays held
+  // until the primitive has run.
+  std::shared_ptr<const WeightCache::Entry> cached;
+  auto weights = [&](const ConvPrimitive::Operand& o, const Tensor& w) {
+    if (!o.needs_reorder()) return du::make_memory(o.plain, w.data_ptr());
+    cached = weight_cache().get(o, w);
+    return du::make_memory(o.inner, cached->buffer.data_ptr());
+  };
+  bool in1_is_weight = kind != kKeyConvBwdWeights;
+  std::unordered_map<int, dnnl::memory> args{{cp->in0.arg, input(cp->in0, in0, 1)},
+                                             {cp->in1.arg, in1_is_weight ? weights(cp->in1, in1) : input(cp->in1, in1, 2)}};
   dnnl::memory out_plain = du::make_memory(cp->out.plain, out.data_ptr());
   dnnl::memory out_inner =
       cp->out.needs_reorder() ? du::make_memory(cp->out.inner, du::thread_buffer(3, cp->out.inner.get_size())) : out_plain;
@@ -257,18 +354,42 @@ void conv_bwd_weight_loops(const ConvParams& p, const T* gy, const T* x, T* gw) 
 
 // ---- kernels ----
 
+bool channels_last(const Tensor& t) { return t.dim() == 4 && t.suggest_memory_format() == MemoryFormat::ChannelsLast; }
+
+// A fresh activation of `sizes`, NHWC when `nhwc`.
+Tensor new_activation(const Shape& sizes, bool nhwc, const Tensor& like) {
+  return nhwc ? new_strided(sizes, channels_last_strides(sizes), like.dtype(), like.device())
+              : new_tensor(sizes, like.dtype(), like.device());
+}
+Tensor dense_activation(const Tensor& t, bool nhwc) {
+  return contiguous_in_format(t, nhwc ? MemoryFormat::ChannelsLast : MemoryFormat::Contiguous);
+}
+
+// The float64 loops compute NCHW; an NHWC result is copied into place.
+template <class F>
+void run_loops_into(const Tensor& out, bool nhwc, F&& loops) {
+  if (!nhwc) return loops(out);
+  Tensor tmp = new_tensor(out.sizes(), out.dtype(), out.device());
+  loops(tmp);
+  device_copy(out, tmp);
+}
+
 Tensor conv2d_cpu(const Tensor& input, const Tensor& weight, const Tensor& bias, const Shape& stride, const Shape& padding,
                   const Shape& dilation, int64_t groups) {
   ConvParams p = plan_conv2d(input, weight, bias, stride, padding, dilation, groups);
+  bool nhwc = input.dim() == 4 && (channels_last(input) || channels_last(weight));
   Tensor b = bias.defined() ? contiguous_cpu(bias) : Tensor();
-  Tensor out = new_tensor(p.output_sizes(), input.dtype(), input.device());
+  Tensor out = new_activation(p.output_sizes(), nhwc, input);
   if (p.N == 0) return out;
-  Tensor x = contiguous_cpu(input), w = contiguous_cpu(weight);
+  Tensor w = contiguous_cpu(weight);
   if (input.dtype() == kFloat32) {
-    run_conv_f32(kKeyConvFwd, p, x, w, out, b);
+    run_conv_f32(kKeyConvFwd, p, dense_activation(input, nhwc), w, out, b, nhwc);
   } else {
-    conv_fwd_loops<double>(p, x.data_ptr<double>(), w.data_ptr<double>(), b.defined() ? b.data_ptr<double>() : nullptr,
-                           out.data_ptr<double>());
+    Tensor x = contiguous_cpu(input);
+    run_loops_into(out, nhwc, [&](const Tensor& y) {
+      conv_fwd_loops<double>(p, x.data_ptr<double>(), w.data_ptr<double>(), b.defined() ? b.data_ptr<double>() : nullptr,
+                             y.data_ptr<double>());
+    });
   }
   return out;
 }
@@ -276,13 +397,18 @@ Tensor conv2d_cpu(const Tensor& input, const Tensor& weight, const Tensor& bias,
 Tensor conv2d_backward_input_cpu(const Tensor& grad_out, const Shape& input_sizes, const Tensor& weight,
                                  const Shape& stride, const Shape& padding, const Shape& dilation, int64_t groups) {
   ConvParams p = plan_conv2d_backward_input(grad_out, input_sizes, weight, stride, padding, dilation, groups);
-  Tensor gx = new_tensor(p.input_sizes(), grad_out.dtype(), grad_out.device());
+  bool nhwc = grad_out.dim() == 4 && (channels_last(grad_out) || channels_last(weight));
+  Tensor gx = new_activation(p.input_sizes(), nhwc, grad_out);
   if (gx.numel() == 0) return gx;
-  Tensor gy = contiguous_cpu(grad_out), w = contiguous_cpu(weight);
-  if (gy.dtype() == kFloat32)
-    run_conv_f32(kKeyConvBwdData, p, gy, w, gx, Tensor());
-  else
-    conv_bwd_input_loops<double>(p, gy.data_ptr<double>(), w.data_ptr<double>(), gx.data_ptr<double>());
+  Tensor w = contiguous_cpu(weight);
+  if (grad_out.dtype() == kFloat32) {
+    run_conv_f32(kKeyConvBwdData, p, dense_activation(grad_out, nhwc), w, gx, Tensor(), nhwc);
+  } else {
+    Tensor gy = contiguous_cpu(grad_out);
+    run_loops_into(gx, nhwc, [&](const Tensor& g) {
+      conv_bwd_input_loops<double>(p, gy.data_ptr<double>(), w.data_ptr<double>(), g.data_ptr<double>());
+    });
+  }
   return gx;
 }
 
@@ -291,11 +417,14 @@ Tensor conv2d_backward_weight_cpu(const Tensor& grad_out, const Tensor& input, c
   ConvParams p = plan_conv2d_backward_weight(grad_out, input, weight_sizes, stride, padding, dilation, groups);
   Tensor gw = new_tensor(p.weight_sizes(), input.dtype(), input.device());
   if (p.N == 0 || p.C == 0) return fill_cpu(gw, 0);
-  Tensor gy = contiguous_cpu(grad_out), x = contiguous_cpu(input);
-  if (x.dtype() == kFloat32)
-    run_conv_f32(kKeyConvBwdWeights, p, x, gy, gw, Tensor());
-  else
+  bool nhwc = input.dim() == 4 && (channels_last(grad_out) || channels_last(input));
+  if (input.dtype() == kFloat32) {
+    run_conv_f32(kKeyConvBwdWeights, p, dense_activation(input, nhwc), dense_activation(grad_out, nhwc), gw, Tensor(),
+                 nhwc);
+  } else {
+    Tensor gy = contiguous_cpu(grad_out), x = contiguous_cpu(input);
     conv_bwd_weight_loops<double>(p, gy.data_ptr<double>(), x.data_ptr<double>(), gw.data_ptr<double>());
+  }
   return gw;
 }
 
@@ -312,6 +441,9 @@ GRAFT_DEFINE_OP(
 GRAFT_KERNEL("conv2d", CPU, conv2d_cpu);
 GRAFT_KERNEL("conv2d_backward_input", CPU, conv2d_backward_input_cpu);
 GRAFT_KERNEL("conv2d_backward_weight", CPU, conv2d_backward_weight_cpu);
+
+WeightCacheStats conv_weight_cache_stats() { return weight_cache().stats(); }
+void clear_conv_weight_cache() { weight_cache().clear(); }
 
 }  // namespace kernels
 

@@ -124,9 +124,16 @@ PoolParams plan_max_pool2d(const Tensor& input, const Shape& kernel, const Shape
 Tensor run_max_pool2d(MaxPoolFill fill, const Tensor& input, const Shape& kernel, const Shape& stride,
                       const Shape& padding, const Shape& dilation, bool ceil_mode, Tensor* ind) {
   PoolParams p = plan_max_pool2d(input, kernel, stride, padding, dilation, ceil_mode);
-  Tensor out = new_tensor(p.output_sizes(), input.dtype(), input.device());
-  if (ind) *ind = new_tensor(p.output_sizes(), kInt64, input.device());
-  if (out.numel() > 0) fill(p, contiguous_as(input), out, ind);
+  // Channels-last in, channels-last out (the CPU fill has NHWC loops; other devices get NCHW).
+  bool nhwc = input.is_cpu() && input.dim() == 4 && input.suggest_memory_format() == MemoryFormat::ChannelsLast;
+  auto make = [&](DType dtype) {
+    Shape sizes = p.output_sizes();
+    return nhwc ? new_strided(sizes, channels_last_strides(sizes), dtype, input.device())
+                : new_tensor(sizes, dtype, input.device());
+  };
+  Tensor out = make(input.dtype());
+  if (ind) *ind = make(kInt64);
+  if (out.numel() > 0) fill(p, nhwc ? contiguous_in_format(input, MemoryFormat::ChannelsLast) : contiguous_as(input), out, ind);
   return out;
 }
 

@@ -85,6 +85,13 @@ struct MaxPoolBackwardPlan {
 MaxPoolBackwardPlan plan_max_pool2d_backward(const Tensor& grad_out, const Tensor& input, const Tensor& indices);
 // An index a device found outside its input plane.
 [[noreturn]] void max_pool_bad_index_error(int64_t index, const MaxPoolBackwardPlan& p, const Tensor& input);
+// The float32 CPU convolution's cache of reordered weights (ops/conv.cpp), for tests and benchmarks.
+struct WeightCacheStats {
+  int64_t hits = 0, misses = 0, entries = 0;
+};
+WeightCacheStats conv_weight_cache_stats();
+void clear_conv_weight_cache();
+
 PoolParams plan_avg_pool2d(const Tensor& input, const Shape& kernel, const Shape& stride, const Shape& padding,
                            bool ceil_mode);
 PoolParams plan_avg_pool2d_backward(const Tensor& grad_out, const Tensor& input, const Shape& kernel,

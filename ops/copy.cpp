@@ -66,9 +66,9 @@ Tensor copy_cpu(const Tensor& self, const Tensor& src, bool non_blocking) {
   return self;
 }
 
-Tensor clone_cpu(const Tensor& self) {
+Tensor clone_cpu(const Tensor& self, int64_t memory_format) {
   check_defined(self, "clone", "self");
-  Tensor out = new_tensor(self.sizes(), self.dtype(), self.device());
+  Tensor out = new_tensor_in_format(self, memory_format_from_int(memory_format, "clone"));
   strided_copy(out, self, self.strides());
   return out;
 }
@@ -132,9 +132,16 @@ Tensor contiguous_as(const Tensor& t, DType dtype) {
   return out;
 }
 
+Tensor contiguous_in_format(const Tensor& t, MemoryFormat f) {
+  if (t.is_contiguous(f)) return t;
+  Tensor out = new_tensor_in_format(t, f);
+  device_copy(out, t);
+  return out;
+}
+
 GRAFT_DEFINE_OP("copy_(Tensor(a!) self, Tensor src, bool non_blocking) -> Tensor(a!)", /*cross_device=*/true);
 GRAFT_DEFINE_OP("fill_(Tensor(a!) self, Scalar value) -> Tensor(a!)");
-GRAFT_DEFINE_OP("clone(Tensor self) -> Tensor");
+GRAFT_DEFINE_OP("clone(Tensor self, int memory_format) -> Tensor");
 GRAFT_DEFINE_OP("_to_copy(Tensor self, ScalarType dtype, Device device, bool non_blocking, bool pinned) -> Tensor");
 GRAFT_KERNEL("copy_", CPU, copy_cpu);
 GRAFT_KERNEL("fill_", CPU, fill_cpu);
@@ -177,12 +184,16 @@ Tensor to_device(const Tensor& self, Device device, bool non_blocking, bool pinn
   return call_op(op, self, self.dtype(), device, non_blocking, pinned && device.is_cpu())[0];
 }
 
-Tensor clone(const Tensor& self) {
+Tensor clone(const Tensor& self, MemoryFormat f) {
   GRAFT_OP_HANDLE(op, "clone");
-  return call_op(op, self)[0];
+  return call_op(op, self, static_cast<int64_t>(f))[0];
 }
 
 Tensor contiguous(const Tensor& self) { return self.is_contiguous() ? self : clone(self); }
+Tensor contiguous(const Tensor& self, MemoryFormat f) {
+  if (f == MemoryFormat::Preserve) return self;
+  return self.is_contiguous(f) ? self : clone(self, f);
+}
 
 }  // namespace ops
 }  // namespace graft

@@ -1,5 +1,7 @@
 #include "ops/kernel_utils.h"
 
+#include <algorithm>
+
 namespace graft::kernels {
 
 Tensor new_tensor(const Shape& sizes, DType dtype, Device device, bool pinned) {
@@ -12,6 +14,20 @@ Tensor new_tensor(const Shape& sizes, DType dtype, Device device, bool pinned) {
 }
 
 Tensor new_tensor_like(const Tensor& t) { return new_tensor(t.sizes(), t.dtype(), t.device()); }
+
+Tensor new_tensor_in_format(const Tensor& t, MemoryFormat f, DType dtype, Device device) {
+  if (f == MemoryFormat::Preserve) {
+    bool positive = std::all_of(t.strides().begin(), t.strides().end(), [](int64_t s) { return s >= 0; });
+    if (t.is_contiguous() || !positive || !is_non_overlapping_and_dense(t.sizes(), t.strides()))
+      return new_tensor(t.sizes(), dtype, device);
+    return new_strided(t.sizes(), t.strides(), dtype, device);
+  }
+  if (f == MemoryFormat::ChannelsLast) {
+    GRAFT_CHECK(t.dim() == 4, "contiguous: memory format ChannelsLast needs a 4-D tensor, got ", describe(t));
+    return new_strided(t.sizes(), channels_last_strides(t.sizes()), dtype, device);
+  }
+  return new_tensor(t.sizes(), dtype, device);
+}
 
 Tensor new_strided(const Shape& sizes, const Shape& strides, DType dtype, Device device) {
   GRAFT_CHECK(sizes.size() == strides.size(), "empty_strided: sizes ", shape_str(sizes), " and strides ",

@@ -37,6 +37,12 @@ decltype(auto) dispatch_floating(DType t, const char* op, F&& f) {
 Tensor new_tensor(const Shape& sizes, DType dtype, Device device, bool pinned = false);
 Tensor new_tensor_like(const Tensor& t);  // same sizes/dtype/device, contiguous
 Tensor new_strided(const Shape& sizes, const Shape& strides, DType dtype, Device device);
+// A fresh tensor shaped like `t` (dtype and device given) laid out in `f`: Contiguous, ChannelsLast
+// (4-D only) or Preserve (t's own strides when t is dense without overlap, else Contiguous).
+Tensor new_tensor_in_format(const Tensor& t, MemoryFormat f, DType dtype, Device device);
+inline Tensor new_tensor_in_format(const Tensor& t, MemoryFormat f) {
+  return new_tensor_in_format(t, f, t.dtype(), t.device());
+}
 
 // The strides that read `t` broadcast to `target` (0 where t's dim is 1 or missing). `target` must
 // be a valid broadcast of t's shape.
@@ -60,6 +66,9 @@ void device_copy(const Tensor& dst, const Tensor& src);
 // A contiguous copy of t in `dtype` on t's device, or t itself when it already is one.
 Tensor contiguous_as(const Tensor& t, DType dtype);
 inline Tensor contiguous_as(const Tensor& t) { return contiguous_as(t, t.dtype()); }
+// t dense in `f` (t itself when it already is; its memory order is then f's, whatever the strides
+// of its size-1 dims say), on t's device.
+Tensor contiguous_in_format(const Tensor& t, MemoryFormat f);
 
 // Checks.
 void check_defined(const Tensor& t, const char* op, const char* arg);

@@ -42,8 +42,11 @@ Tensor& fill_(Tensor& self, Scalar value);
 Tensor& zero_(Tensor& self);
 Tensor to_dtype(const Tensor& self, DType dtype);                     // a copy unless already that dtype
 Tensor to_device(const Tensor& self, Device device, bool non_blocking = false, bool pinned = false);
-Tensor clone(const Tensor& self);
+// A copy laid out in `f` (default Contiguous, as graft always did; PyTorch's default is Preserve).
+Tensor clone(const Tensor& self, MemoryFormat f = MemoryFormat::Contiguous);
 Tensor contiguous(const Tensor& self);  // self when already contiguous
+// Self when it is already dense in `f` (size-1 dims ignored, as PyTorch), else clone(self, f).
+Tensor contiguous(const Tensor& self, MemoryFormat f);
 
 // ---- views (never copy; share storage and version) ----
 Tensor as_strided(const Tensor& self, const Shape& sizes, const Shape& strides, int64_t offset);

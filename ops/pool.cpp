@@ -10,6 +10,9 @@
 //   last window must start inside the input or the left padding, else it is dropped.
 // Direct loops, one task per input plane (N*C of them) above a grain; pooling is memory-bound and
 // simple loops match oneDNN here while giving exactly PyTorch's NaN and index semantics.
+// Max pooling of a channels-last input runs NHWC loops (channels innermost, so the compare runs
+// across C in SIMD) and returns channels-last output and indices, as PyTorch does; the indices
+// keep their meaning (h*W + w inside the plane), so either backward layout reads them.
 #include <atomic>
 #include <bit>
 #include <cmath>
@@ -100,13 +103,98 @@ void max_pool_fwd(const PoolParams& p, const T* x, T* y, int64_t* ind) {
   });
 }
 
-// x [planes, H, W] -> out, ind [planes, OH, OW]; indices only when `ind` is given.
-void max_pool_fill_cpu(const PoolParams& p, const Tensor& x, const Tensor& out, const Tensor* ind) {
-  dispatch_dtype(x.dtype(), "max_pool2d", [&]<class T>() {
-    if constexpr (!std::is_same_v<T, bool>)
-      max_pool_fwd<T>(p, static_cast<const T*>(x.data_ptr()), static_cast<T*>(out.data_ptr()),
-                      ind ? ind->data_ptr<int64_t>() : nullptr);
+// x [N, H, W, C] -> y, ind [N, OH, OW, C]: the same taps in the same order as max_pool_fwd, one
+// output pixel's C channels at a time.
+template <class T>
+void max_pool_fwd_nhwc(const PoolParams& p, const T* x, T* y, int64_t* ind) {
+  const int64_t C = p.C, H = p.H, W = p.W, OH = p.OH, OW = p.OW, kh = p.kh, kw = p.kw;
+  const int64_t sh = p.sh, sw = p.sw, ph = p.ph, pw = p.pw, dh = p.dh, dw = p.dw;
+  constexpr T lowest = std::numeric_limits<T>::has_infinity ? -std::numeric_limits<T>::infinity()
+                                                            : std::numeric_limits<T>::lowest();
+  int64_t grain = std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, C * kh * kw));
+  parallel_for(0, p.N * OH * OW, grain, [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) {
+      int64_t n = r / (OH * OW), oh = r / OW % OH, ow = r % OW;
+      T* __restrict m = y + r * C;
+      int64_t* __restrict best = ind ? ind + r * C : nullptr;
+      int64_t h0 = oh * sh - ph, w0 = ow * sw - pw, hs = h0, ws = w0;
+      while (hs < 0) hs += dh;
+      while (ws < 0) ws += dw;
+      std::fill(m, m + C, lowest);
+      if (best) std::fill(best, best + C, hs * W + ws);
+      for (int64_t i = 0; i < kh; ++i) {
+        int64_t h = h0 + i * dh;
+        if (h < 0 || h >= H) continue;
+        for (int64_t j = 0; j < kw; ++j) {
+          int64_t w = w0 + j * dw;
+          if (w < 0 || w >= W) continue;
+          const T* __restrict xr = x + ((n * H + h) * W + w) * C;
+          int64_t pos = h * W + w;
+          for (int64_t c = 0; c < C; ++c) {
+            T v = xr[c];
+            bool take = v > m[c];
+            if constexpr (std::is_floating_point_v<T>) take = take | (v != v);
+            m[c] = select(take, v, m[c]);
+            if (best) best[c] = select(take, pos, best[c]);
+          }
+        }
+      }
+    }
   });
+}
+
+// x [planes, H, W] -> out, ind [planes, OH, OW]; indices only when `ind` is given. x, out and ind
+// are either all contiguous or all channels-last (run_max_pool2d makes them so).
+void max_pool_fill_cpu(const PoolParams& p, const Tensor& x, const Tensor& out, const Tensor* ind) {
+  // Where a tensor is contiguous in both formats (C == 1, or 1x1 planes) the two memory orders
+  // coincide, so either loop is right; otherwise a non-contiguous operand is channels-last.
+  bool nhwc = !out.is_contiguous() || !x.is_contiguous();
+  dispatch_dtype(x.dtype(), "max_pool2d", [&]<class T>() {
+    if constexpr (!std::is_same_v<T, bool>) {
+      auto fill = nhwc ? &max_pool_fwd_nhwc<T> : &max_pool_fwd<T>;
+      fill(p, static_cast<const T*>(x.data_ptr()), static_cast<T*>(out.data_ptr()),
+           ind ? ind->data_ptr<int64_t>() : nullptr);
+    }
+  });
+}
+
+// A channels-last input gets a channels-last gradient:
+//   grad_input[n, indices[n, o, c], c] += grad_out[n, o, c]   (o over OH*OW, positions over H*W)
+// One task per image: the images' writes are disjoint.
+Tensor max_pool2d_backward_nhwc(const Tensor& grad_out, const Tensor& input, const Tensor& indices,
+                                const MaxPoolBackwardPlan& mp) {
+  const int64_t N = input.size(0), C = input.size(1), per_in = mp.per_in, per_out = mp.per_out;
+  Tensor gi = new_tensor_in_format(input, MemoryFormat::ChannelsLast, grad_out.dtype(), grad_out.device());
+  Tensor go = contiguous_in_format(grad_out, MemoryFormat::ChannelsLast);
+  Tensor ix = contiguous_in_format(indices, MemoryFormat::ChannelsLast);
+  std::atomic<bool> any_bad{false};
+  std::atomic<int64_t> bad{0};
+  dispatch_floating(grad_out.dtype(), "max_pool2d_backward", [&]<class T>() {
+    const T* g = static_cast<const T*>(go.data_ptr());
+    const int64_t* id = ix.data_ptr<int64_t>();
+    T* o = static_cast<T*>(gi.data_ptr());
+    int64_t grain = std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, (per_in + per_out) * C));
+    parallel_for(0, N, grain, [&](int64_t b, int64_t e) {
+      for (int64_t n = b; n < e; ++n) {
+        T* on = o + n * per_in * C;
+        std::fill(on, on + per_in * C, T(0));
+        const T* gn = g + n * per_out * C;
+        const int64_t* in = id + n * per_out * C;
+        for (int64_t i = 0; i < per_out; ++i)
+          for (int64_t c = 0; c < C; ++c) {
+            int64_t k = in[i * C + c];
+            if (k < 0 || k >= per_in) [[unlikely]] {
+              bad.store(k);
+              any_bad.store(true);
+              continue;
+            }
+            on[k * C + c] += gn[i * C + c];
+          }
+      }
+    });
+  });
+  if (any_bad.load()) max_pool_bad_index_error(bad.load(), mp, input);
+  return gi;
 }
 
 // grad_input[plane][indices[o]] += grad_out[o]  (windows may overlap, so positions accumulate)
@@ -114,6 +202,8 @@ Tensor max_pool2d_backward_cpu(const Tensor& grad_out, const Tensor& input, cons
   const char* op = "max_pool2d_backward";
   MaxPoolBackwardPlan mp = plan_max_pool2d_backward(grad_out, input, indices);
   int64_t planes = mp.planes, per_out = mp.per_out, per_in = mp.per_in;
+  if (input.dim() == 4 && input.suggest_memory_format() == MemoryFormat::ChannelsLast)
+    return max_pool2d_backward_nhwc(grad_out, input, indices, mp);
   Tensor gi = new_tensor(input.sizes(), grad_out.dtype(), grad_out.device());
   Tensor go = contiguous_cpu(grad_out), ix = contiguous_cpu(indices);
   // Checked after the loop: an exception cannot leave a parallel region.

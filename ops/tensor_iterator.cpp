@@ -22,9 +22,10 @@ std::pair<const char*, const char*> memory_range(const Tensor& t) {
 }
 
 
-// On the operand's own device (device_copy), so one iterator serves every backend.
+// On the operand's own device (device_copy), so one iterator serves every backend. A dense layout
+// is kept: the flat path pairs elements by memory position, so the copy must lie like the original.
 Tensor fresh_copy(const Tensor& t) {
-  Tensor copy = new_tensor(t.sizes(), t.dtype(), t.device());
+  Tensor copy = new_tensor_in_format(t, MemoryFormat::Preserve);
   device_copy(copy, t);
   return copy;
 }
@@ -97,14 +98,35 @@ TensorIterator& TensorIterator::build() {
   return *this;
 }
 
-// The fast path: every input contiguous with one shape (and so is a given output). One flat dim.
+// Whether every operand from `first` on has `ref`'s sizes and exactly its strides.
+static bool same_layout(const std::array<Tensor, kIterMaxOperands>& ops, int first, int n, const Tensor& ref) {
+  for (int k = first; k < n; ++k)
+    if (ops[k].sizes() != ref.sizes() || ops[k].strides() != ref.strides()) return false;
+  return true;
+}
+
+// A dense layout other than row-major (channels-last, a permuted copy) that a fresh tensor can take.
+static bool is_dense_permuted(const Tensor& t) {
+  if (t.is_contiguous()) return false;
+  for (int64_t s : t.strides())
+    if (s < 0) return false;
+  return is_non_overlapping_and_dense(t.sizes(), t.strides());
+}
+
+// The fast path: every input contiguous with one shape (and so is a given output), or every
+// operand dense in one shared permuted layout (channels-last activations): one flat dim over memory
+// order, and an allocated output takes that layout.
 bool TensorIterator::try_flat(bool allocate, DType out_dtype) {
   const Shape& sizes = allocate ? ops_[1].sizes() : ops_[0].sizes();
-  if (!allocate && !ops_[0].is_contiguous()) return false;
-  for (int k = 1; k < nops_; ++k)
-    if (!ops_[k].is_contiguous() || ops_[k].sizes() != sizes) return false;
+  bool contiguous = allocate || ops_[0].is_contiguous();
+  for (int k = 1; k < nops_ && contiguous; ++k) contiguous = ops_[k].is_contiguous() && ops_[k].sizes() == sizes;
+  if (!contiguous) {
+    const Tensor& ref = allocate ? ops_[1] : ops_[0];
+    if (!is_dense_permuted(ref) || !same_layout(ops_, 1, nops_, ref)) return false;
+  }
   if (allocate) {
-    ops_[0] = new_tensor(sizes, out_dtype, ops_[1].device());
+    ops_[0] = contiguous ? new_tensor(sizes, out_dtype, ops_[1].device())
+                         : new_strided(sizes, ops_[1].strides(), out_dtype, ops_[1].device());
   } else {
     for (int k = 1; k < nops_; ++k) {
       // Contiguous with equal shapes: either exactly the output's memory or a shifted window of it.
@@ -156,7 +178,14 @@ void TensorIterator::build_impl(bool allocate, DType out_dtype) {
   }
 
   if (allocate) {
-    ops_[0] = new_tensor(Shape(bshape, bshape + nd), out_dtype, ops_[1].device());
+    // The output follows the first input that spans the whole result in a dense permuted layout
+    // (a channels-last activation plus a broadcast bias stays channels-last), else row-major.
+    Shape out_shape(bshape, bshape + nd);
+    const Tensor* like = nullptr;
+    for (int k = 1; k < nops_ && !like; ++k)
+      if (ops_[k].sizes() == out_shape) like = &ops_[k];
+    ops_[0] = like && is_dense_permuted(*like) ? new_strided(out_shape, like->strides(), out_dtype, ops_[1].device())
+                                               : new_tensor(out_shape, out_dtype, ops_[1].device());
   } else {
     const Shape& os = ops_[0].sizes();
     if (nops_ == 1) {
@@ -183,7 +212,7 @@ void TensorIterator::build_impl(bool allocate, DType out_dtype) {
   }
   ndim_ = nd;
   for (int k = 0; k < nops_; ++k) base_[k] = static_cast<char*>(ops_[k].data_ptr());
-  if (!allocate && !ops_[0].is_contiguous()) reorder_by_output();
+  if (!ops_[0].is_contiguous()) reorder_by_output();
   coalesce();
 }
 

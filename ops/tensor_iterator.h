@@ -15,8 +15,10 @@
 //
 // Invariants:
 // - Operand 0 is the output; inputs follow in the order they were added (at most 3).
-// - An output allocated by build() is contiguous row-major with the broadcast shape of the
-//   inputs (NumPy rules); a given output must already have exactly that shape, or build() throws
+// - An output allocated by build() has the broadcast shape of the inputs (NumPy rules). It is
+//   row-major unless the first input of that full shape is dense in a permuted layout
+//   (channels-last): then it takes that input's strides, so NHWC activations stay NHWC through
+//   relu, add and their backward. A given output must already have exactly that shape, or build() throws
 //   "output with shape [3] doesn't match the broadcast shape [2, 3]". A given output that has a
 //   stride-0 (expanded) dim is rejected: several elements would be written through one address.
 // - Inputs keep their dtype unless add_input() names another one, in which case build() works
@@ -28,8 +30,8 @@
 //   touch, negative strides included (a flipped view reaches below its data pointer).
 // - After build(), the iteration space has ndim() >= 1 dims, innermost first, with size-1 dims
 //   dropped and adjacent dims merged wherever every operand's strides allow it. When all operands
-//   are contiguous with one shape this is a single flat dim (the fast path; build() does no
-//   broadcasting work at all then).
+//   are contiguous with one shape, or all share one dense permuted layout, this is a single flat dim
+//   (the fast path; build() does no broadcasting work at all then).
 // - The loop contract: loop(char** data, const int64_t* strides, int64_t n) processes n elements;
 //   operand k's element i is at data[k] + i * strides[k] (strides in bytes, 0 for a broadcast
 //   operand). The loop must not keep the pointers. It is called from several threads at once

@@ -48,6 +48,8 @@ class Tensor {
   bool is_cuda() const { return device().is_cuda(); }
   bool is_cpu() const { return device().is_cpu(); }
   bool is_contiguous() const { return checked()->is_contiguous(); }
+  bool is_contiguous(MemoryFormat f) const { return checked()->is_contiguous(f); }
+  MemoryFormat suggest_memory_format() const { return checked()->suggest_memory_format(); }
   bool is_pinned() const { return checked()->storage()->pinned(); }
   size_t element_size() const { return graft::element_size(dtype()); }
   size_t nbytes() const { return static_cast<size_t>(numel()) * element_size(); }
@@ -87,6 +89,9 @@ class Tensor {
   Tensor unsqueeze(int64_t dim) const;
   Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
   Tensor contiguous() const;
+  // Dense in `f` (Contiguous or ChannelsLast): self when it already is (size-1 dims ignored, so a
+  // [N, 1, H, W] tensor is both, as in PyTorch), else a recorded copy.
+  Tensor contiguous(MemoryFormat f) const;
   Tensor operator[](int64_t index) const { return select(0, index); }
 
   // ---- out-of-place math ----
@@ -148,7 +153,8 @@ class Tensor {
 
   Tensor softmax(int64_t dim) const;
   Tensor log_softmax(int64_t dim) const;
-  Tensor clone() const;
+  Tensor clone() const;  // contiguous, as graft always did; clone(MemoryFormat::Preserve) keeps a dense layout
+  Tensor clone(MemoryFormat f) const;
   Tensor detach() const;
   Tensor to(Device device, bool non_blocking = false) const;
   Tensor to(DType dtype) const;

@@ -30,6 +30,9 @@ void TensorImpl::shallow_copy_data_from(const TensorImpl& other) {
 void TensorImpl::refresh() {
   numel_ = shape_numel(sizes_);
   is_contiguous_ = is_contiguous_layout(sizes_, strides_);
+  bool four_d = sizes_.size() == 4;
+  is_channels_last_contiguous_ = four_d && is_channels_last_contiguous(sizes_, strides_);
+  channels_last_like_ = four_d && strides_like_channels_last(sizes_, strides_);
 }
 
 }  // namespace graft

@@ -5,8 +5,8 @@
 // - sizes_.size() == strides_.size(); strides are in elements; element (i0, i1, ...) lives at
 //   storage->data() + (offset_ + sum(ik * strides_[k])) * element_size(dtype_).
 // - Every element a view can address lies inside its storage (views are built from checked shapes).
-// - numel_ and is_contiguous_ are caches of sizes_/strides_; they are recomputed by every setter,
-//   so readers on the hot path never loop over dims.
+// - numel_, is_contiguous_ and the two channels-last flags are caches of sizes_/strides_; they are
+//   recomputed by every setter, so readers on the hot path never loop over dims.
 // - The version counter lives in the Storage (see storage.h for why): all views of one storage,
 //   and detach(), observe the same version.
 // - autograd_meta_ is an opaque slot owned by the autograd layer (runtime must not know autograd);
@@ -15,6 +15,7 @@
 #include <memory>
 
 #include "runtime/dtype.h"
+#include "runtime/memory_format.h"
 #include "runtime/shape.h"
 #include "runtime/storage.h"
 
@@ -40,6 +41,13 @@ class TensorImpl {
   DType dtype() const { return dtype_; }
   Device device() const { return storage_->device(); }
   bool is_contiguous() const { return is_contiguous_; }
+  bool is_contiguous(MemoryFormat f) const {
+    return f == MemoryFormat::ChannelsLast ? is_channels_last_contiguous_ : is_contiguous_;
+  }
+  // ChannelsLast when the strides are ordered like NHWC (see memory_format.h), else Contiguous.
+  MemoryFormat suggest_memory_format() const {
+    return channels_last_like_ ? MemoryFormat::ChannelsLast : MemoryFormat::Contiguous;
+  }
   const std::shared_ptr<Storage>& storage() const { return storage_; }
   void* data() const {
     return static_cast<char*>(storage_->data()) + offset_ * static_cast<int64_t>(element_size(dtype_));
@@ -65,6 +73,8 @@ class TensorImpl {
   int64_t numel_ = 1;
   DType dtype_;
   bool is_contiguous_ = true;
+  bool is_channels_last_contiguous_ = false;
+  bool channels_last_like_ = false;
   std::unique_ptr<AutogradMetaInterface> autograd_meta_;
 };
 

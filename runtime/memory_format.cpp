@@ -1,0 +1,76 @@
+#include "runtime/memory_format.h"
+
+#include <algorithm>
+#include <array>
+
+#include "runtime/error.h"
+
+namespace graft {
+
+const char* memory_format_name(MemoryFormat f) {
+  switch (f) {
+    case MemoryFormat::Contiguous: return "Contiguous";
+    case MemoryFormat::ChannelsLast: return "ChannelsLast";
+    case MemoryFormat::Preserve: return "Preserve";
+  }
+  return "?";
+}
+
+std::ostream& operator<<(std::ostream& os, MemoryFormat f) { return os << memory_format_name(f); }
+
+MemoryFormat memory_format_from_int(int64_t v, const char* op) {
+  GRAFT_CHECK(v >= 0 && v <= 2, op, ": unknown memory format ", v, " (expected 0 Contiguous, 1 ChannelsLast, 2 Preserve)");
+  return static_cast<MemoryFormat>(v);
+}
+
+Shape channels_last_strides(const Shape& sizes) {
+  GRAFT_CHECK(sizes.size() == 4, "channels_last: the format needs a 4-D tensor, got ", shape_str(sizes));
+  int64_t c = std::max<int64_t>(sizes[1], 1), w = std::max<int64_t>(sizes[3], 1), h = std::max<int64_t>(sizes[2], 1);
+  return Shape{c * w * h, 1, c * w, c};
+}
+
+bool is_channels_last_contiguous(const Shape& sizes, const Shape& strides) {
+  if (sizes.size() != 4) return false;
+  int64_t expected = 1;
+  for (int d : {1, 3, 2, 0}) {
+    if (sizes[d] == 0) return true;
+    if (sizes[d] == 1) continue;
+    if (strides[d] != expected) return false;
+    expected *= sizes[d];
+  }
+  return true;
+}
+
+bool strides_like_channels_last(const Shape& sizes, const Shape& strides) {
+  if (sizes.size() != 4) return false;
+  int64_t min = 0;
+  for (int d : {1, 3, 2, 0}) {
+    if (sizes[d] == 0) return false;
+    if (strides[d] < min) return false;
+    // N's stride equal to C's means every other dim is 1 wide: no order to tell, so Contiguous.
+    if (d == 0 && min == strides[1]) return false;
+    min = strides[d];
+    if (sizes[d] > 1) min *= sizes[d];
+  }
+  return true;
+}
+
+bool is_non_overlapping_and_dense(const Shape& sizes, const Shape& strides) {
+  size_t n = sizes.size();
+  if (n > 25) return false;
+  std::array<int, 25> perm{};
+  int m = 0;
+  for (size_t d = 0; d < n; ++d) {
+    if (sizes[d] == 0) return true;
+    if (sizes[d] != 1) perm[m++] = static_cast<int>(d);
+  }
+  std::sort(perm.begin(), perm.begin() + m, [&](int a, int b) { return strides[a] < strides[b]; });
+  int64_t expected = 1;
+  for (int i = 0; i < m; ++i) {
+    if (strides[perm[i]] != expected) return false;
+    expected *= sizes[perm[i]];
+  }
+  return true;
+}
+
+}  // namespace graft

@@ -147,6 +147,8 @@ int run_train(const TrainOptions& o) {
   data::FashionMnist train_set(o.data, true), test_set(o.data, false);
   auto model = make_model(o.model);
   model->to(device);
+  // CPU convolutions run reorder-free on channels-last activations (ops/conv.cpp).
+  if (device.is_cpu()) model->to(MemoryFormat::ChannelsLast);
   auto opt = make_optimizer(o.optimizer, model->parameters(), o.lr);
   std::shared_ptr<nn::AutoCheckpoint> budgeted;
   if (!o.memory_budget.empty()) {
@@ -300,6 +302,7 @@ int run_eval(const std::string& model_name, const std::string& path, const std::
   auto model = make_model(model_name);
   nn::load(*model, path);
   model->to(device);
+  if (device.is_cpu()) model->to(MemoryFormat::ChannelsLast);
   data::FashionMnist test_set(data_dir, false);
   EvalResult ev = evaluate(*model, test_set, device, normalize);
   std::printf("test loss %.4f, test accuracy %.2f%%\n\nconfusion matrix (rows: true class, columns: predicted)\n",

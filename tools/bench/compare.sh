@@ -143,7 +143,7 @@ cnn = 2 * (conv1 + conv2 + fc + conv1 + 2 * conv2 + 2 * fc)   # conv1 needs dW o
 deep = 2 * (3 * 64 * 256 * 1024 * 1024 - 256 * 1024 * 1024)  # 64 x Linear 1024, batch 256
 epoch = 2 * mlp_macs(60000, [784, 256, 10])                    # 60000 samples, 784-256-10
 work = {  # name: (kind, amount per unit of the figure's own time)
-    "mlp_step_ms": ("flop", mlp), "cnn_step_ms": ("flop", cnn), "deep_mlp_step_ms": ("flop", deep),
+    "mlp_step_ms": ("flop", mlp), "cnn_step_ms": ("flop", cnn), "cnn_channels_last_step_ms": ("flop", cnn), "deep_mlp_step_ms": ("flop", deep),
     "train_mlp_epoch_s": ("flop", epoch), "matmul1024_gflops": ("rate", "flop"),
     "elementwise_add_gbps": ("rate", "byte"),
 }

@@ -146,15 +146,22 @@ std::vector<Figure> bench_mlp(int repeat, Device device) {
   return {summarize("mlp_step_ms", "ms", t)};
 }
 
-std::vector<Figure> bench_cnn(int repeat, Device device) {
+// cnn_step_ms with NCHW tensors (what a user gets by default) and cnn_channels_last_step_ms with
+// the input and the first conv's weight made channels-last once, outside the step (PyTorch's
+// model.to(memory_format=channels_last) and input.contiguous(memory_format=channels_last); with
+// one input channel the input already is, so the weight decides). Every activation after the first
+// conv stays NHWC, so the convolutions run without activation reorders.
+Figure bench_cnn_layout(int repeat, Device device, bool channels_last) {
   manual_seed(0);
   Tensor c1 = param({32, 1, 3, 3}, 0.33, device), cb1 = param({32}, 0.0, device),
          c2 = param({64, 32, 3, 3}, 0.059, device), cb2 = param({64}, 0.0, device),
          f1 = param({128, 3136}, 0.018, device), fb1 = param({128}, 0.0, device), f2 = param({10, 128}, 0.088, device),
          fb2 = param({10}, 0.0, device);
+  if (channels_last) c1 = c1.detach().clone(MemoryFormat::ChannelsLast).requires_grad_();
   Adam opt({c1, cb1, c2, cb2, f1, fb1, f2, fb2}, 1e-3);
   auto on = TensorOptions{}.device(device);
   Tensor x = randn({64, 1, 28, 28}, on), y = randint(0, 10, {64}, on);
+  if (channels_last) x = x.contiguous(MemoryFormat::ChannelsLast);
   auto t = time_ms(device, repeat, 2, [&] {
     Tensor h = max_pool2d(conv2d(x, c1, cb1, {1, 1}, {1, 1}).relu(), {2, 2});
     h = max_pool2d(conv2d(h, c2, cb2, {1, 1}, {1, 1}).relu(), {2, 2});
@@ -163,7 +170,11 @@ std::vector<Figure> bench_cnn(int repeat, Device device) {
     loss.backward();
     opt.step();
   });
-  return {summarize("cnn_step_ms", "ms", t)};
+  return summarize(channels_last ? "cnn_channels_last_step_ms" : "cnn_step_ms", "ms", t);
+}
+
+std::vector<Figure> bench_cnn(int repeat, Device device) {
+  return {bench_cnn_layout(repeat, device, false), bench_cnn_layout(repeat, device, true)};
 }
 
 std::vector<Figure> bench_matmul(int repeat, Device device) {

@@ -82,14 +82,17 @@ std::vector<Figure> bench_mlp(int repeat) {
   return {summarize("mlp_step_ms", "ms", t)};
 }
 
-std::vector<Figure> bench_cnn(int repeat) {
+// NCHW, and the same step with the input and the first conv weight made channels-last (as graft's workload).
+Figure bench_cnn_layout(int repeat, bool channels_last) {
   torch::manual_seed(0);
   auto c1 = param({32, 1, 3, 3}, 0.33), cb1 = param({32}, 0.0), c2 = param({64, 32, 3, 3}, 0.059),
        cb2 = param({64}, 0.0), f1 = param({128, 3136}, 0.018), fb1 = param({128}, 0.0), f2 = param({10, 128}, 0.088),
        fb2 = param({10}, 0.0);
+  if (channels_last) c1 = c1.detach().clone(at::MemoryFormat::ChannelsLast).requires_grad_();
   Adam opt({c1, cb1, c2, cb2, f1, fb1, f2, fb2}, 1e-3);
   auto x = torch::randn({64, 1, 28, 28});
   auto y = torch::randint(0, 10, {64});
+  if (channels_last) x = x.contiguous(torch::MemoryFormat::ChannelsLast);
   auto t = time_ms(repeat, 2, [&] {
     auto h = torch::max_pool2d(torch::relu(torch::conv2d(x, c1, cb1, 1, 1)), 2);
     h = torch::max_pool2d(torch::relu(torch::conv2d(h, c2, cb2, 1, 1)), 2);
@@ -98,8 +101,10 @@ std::vector<Figure> bench_cnn(int repeat) {
     loss.backward();
     opt.step();
   });
-  return {summarize("cnn_step_ms", "ms", t)};
+  return summarize(channels_last ? "cnn_channels_last_step_ms" : "cnn_step_ms", "ms", t);
 }
+
+std::vector<Figure> bench_cnn(int repeat) { return {bench_cnn_layout(repeat, false), bench_cnn_layout(repeat, true)}; }
 
 std::vector<Figure> bench_matmul(int repeat) {
   torch::manual_seed(0);

@@ -127,12 +127,16 @@ def bench_mlp(repeat):
     return [summarize("mlp_step_ms", "ms", time_ms(repeat, 3, step))]
 
 
-def bench_cnn(repeat):
+def bench_cnn_layout(repeat, channels_last):
     torch.manual_seed(0)
     c1, cb1, c2, cb2 = param((32, 1, 3, 3), 0.33), param((32,), 0.0), param((64, 32, 3, 3), 0.059), param((64,), 0.0)
     f1, fb1, f2, fb2 = param((128, 3136), 0.018), param((128,), 0.0), param((10, 128), 0.088), param((10,), 0.0)
     opt = Adam([c1, cb1, c2, cb2, f1, fb1, f2, fb2], 1e-3)
     x, y = torch.randn(64, 1, 28, 28, device=DEV), torch.randint(0, 10, (64,), device=DEV)
+    if channels_last:
+        x = x.contiguous(memory_format=torch.channels_last)
+        with torch.no_grad():
+            c1.set_(c1.clone(memory_format=torch.channels_last))
 
     def step():
         h = F.max_pool2d(F.conv2d(x, c1, cb1, 1, 1).relu(), 2)
@@ -141,7 +145,12 @@ def bench_cnn(repeat):
         F.cross_entropy(F.linear(h, f2, fb2), y).backward()
         opt.step()
 
-    return [summarize("cnn_step_ms", "ms", time_ms(repeat, 2, step))]
+    name = "cnn_channels_last_step_ms" if channels_last else "cnn_step_ms"
+    return [summarize(name, "ms", time_ms(repeat, 2, step))]
+
+
+def bench_cnn(repeat):
+    return bench_cnn_layout(repeat, False) + bench_cnn_layout(repeat, True)
 
 
 def bench_matmul4096(repeat):

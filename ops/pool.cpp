@@ -104,39 +104,57 @@ void max_pool_fwd(const PoolParams& p, const T* x, T* y, int64_t* ind) {
 }
 
 // x [N, H, W, C] -> y, ind [N, OH, OW, C]: the same taps in the same order as max_pool_fwd, one
-// output pixel's C channels at a time.
+// output pixel's channels at a time, in chunks of kChunk. Inside a chunk the running max and the
+// winning tap's number (int32, as wide as a float) live in local arrays, so the per-channel
+// compare-and-select is a plain loop the compiler vectorises; the tap becomes the h*W + w index
+// once per chunk.
 template <class T>
 void max_pool_fwd_nhwc(const PoolParams& p, const T* x, T* y, int64_t* ind) {
   const int64_t C = p.C, H = p.H, W = p.W, OH = p.OH, OW = p.OW, kh = p.kh, kw = p.kw;
   const int64_t sh = p.sh, sw = p.sw, ph = p.ph, pw = p.pw, dh = p.dh, dw = p.dw;
   constexpr T lowest = std::numeric_limits<T>::has_infinity ? -std::numeric_limits<T>::infinity()
                                                             : std::numeric_limits<T>::lowest();
+  constexpr int64_t kChunk = 64;
+  using Tap = std::conditional_t<sizeof(T) == 8, int64_t, int32_t>;
   int64_t grain = std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, C * kh * kw));
   parallel_for(0, p.N * OH * OW, grain, [&](int64_t b, int64_t e) {
+    T mv[kChunk];
+    Tap tap[kChunk];
     for (int64_t r = b; r < e; ++r) {
       int64_t n = r / (OH * OW), oh = r / OW % OH, ow = r % OW;
-      T* __restrict m = y + r * C;
-      int64_t* __restrict best = ind ? ind + r * C : nullptr;
       int64_t h0 = oh * sh - ph, w0 = ow * sw - pw, hs = h0, ws = w0;
       while (hs < 0) hs += dh;
       while (ws < 0) ws += dw;
-      std::fill(m, m + C, lowest);
-      if (best) std::fill(best, best + C, hs * W + ws);
-      for (int64_t i = 0; i < kh; ++i) {
-        int64_t h = h0 + i * dh;
-        if (h < 0 || h >= H) continue;
-        for (int64_t j = 0; j < kw; ++j) {
-          int64_t w = w0 + j * dw;
-          if (w < 0 || w >= W) continue;
-          const T* __restrict xr = x + ((n * H + h) * W + w) * C;
-          int64_t pos = h * W + w;
-          for (int64_t c = 0; c < C; ++c) {
-            T v = xr[c];
-            bool take = v > m[c];
-            if constexpr (std::is_floating_point_v<T>) take = take | (v != v);
-            m[c] = select(take, v, m[c]);
-            if (best) best[c] = select(take, pos, best[c]);
+      for (int64_t c0 = 0; c0 < C; c0 += kChunk) {
+        const int64_t nc = std::min(kChunk, C - c0);
+        for (int64_t c = 0; c < nc; ++c) {
+          mv[c] = lowest;
+          tap[c] = -1;
+        }
+        for (int64_t i = 0; i < kh; ++i) {
+          int64_t h = h0 + i * dh;
+          if (h < 0 || h >= H) continue;
+          for (int64_t j = 0; j < kw; ++j) {
+            int64_t w = w0 + j * dw;
+            if (w < 0 || w >= W) continue;
+            const T* __restrict xr = x + ((n * H + h) * W + w) * C + c0;
+            const Tap t = static_cast<Tap>(i * kw + j);
+            for (int64_t c = 0; c < nc; ++c) {
+              T v = xr[c];
+              // NaN wins and propagates, as in PyTorch.
+              bool take = (v > mv[c]) | (v != v);
+              mv[c] = take ? v : mv[c];
+              tap[c] = take ? t : tap[c];
+            }
           }
+        }
+        T* __restrict m = y + r * C + c0;
+        for (int64_t c = 0; c < nc; ++c) m[c] = mv[c];
+        if (ind) {
+          // A window with no element above -inf keeps PyTorch's index: its first valid position.
+          int64_t* __restrict best = ind + r * C + c0;
+          for (int64_t c = 0; c < nc; ++c)
+            best[c] = tap[c] < 0 ? hs * W + ws : (h0 + tap[c] / kw * dh) * W + (w0 + tap[c] % kw * dw);
         }
       }
     }
@@ -159,13 +177,16 @@ void max_pool_fill_cpu(const PoolParams& p, const Tensor& x, const Tensor& out, 
 }
 
 // A channels-last input gets a channels-last gradient:
-//   grad_input[n, indices[n, o, c], c] += grad_out[n, o, c]   (o over OH*OW, positions over H*W)
+//   grad_input[n, indices[n, o, c], c] += grad_out[n, c, o]   (o over OH*OW, positions over H*W)
 // One task per image: the images' writes are disjoint.
 Tensor max_pool2d_backward_nhwc(const Tensor& grad_out, const Tensor& input, const Tensor& indices,
                                 const MaxPoolBackwardPlan& mp) {
   const int64_t N = input.size(0), C = input.size(1), per_in = mp.per_in, per_out = mp.per_out;
   Tensor gi = new_tensor_in_format(input, MemoryFormat::ChannelsLast, grad_out.dtype(), grad_out.device());
-  Tensor go = contiguous_in_format(grad_out, MemoryFormat::ChannelsLast);
+  // grad_out is read through its own strides: after a flatten it arrives NCHW, and a layout copy
+  // would cost as much as the scatter itself.
+  const Tensor& go = grad_out;
+  const int64_t gsN = go.stride(0), gsC = go.stride(1), gsH = go.stride(2), gsW = go.stride(3), OW = go.size(3);
   Tensor ix = contiguous_in_format(indices, MemoryFormat::ChannelsLast);
   std::atomic<bool> any_bad{false};
   std::atomic<int64_t> bad{0};
@@ -178,9 +199,10 @@ Tensor max_pool2d_backward_nhwc(const Tensor& grad_out, const Tensor& input, con
       for (int64_t n = b; n < e; ++n) {
         T* on = o + n * per_in * C;
         std::fill(on, on + per_in * C, T(0));
-        const T* gn = g + n * per_out * C;
+        const T* gn = g + n * gsN;
         const int64_t* in = id + n * per_out * C;
-        for (int64_t i = 0; i < per_out; ++i)
+        for (int64_t i = 0; i < per_out; ++i) {
+          const T* gi_ = gn + i / OW * gsH + i % OW * gsW;
           for (int64_t c = 0; c < C; ++c) {
             int64_t k = in[i * C + c];
             if (k < 0 || k >= per_in) [[unlikely]] {
@@ -188,8 +210,9 @@ Tensor max_pool2d_backward_nhwc(const Tensor& grad_out, const Tensor& input, con
               any_bad.store(true);
               continue;
             }
-            on[k * C + c] += gn[i * C + c];
+            on[k * C + c] += gi_[c * gsC];
           }
+        }
       }
     });
   });

@@ -71,8 +71,9 @@ void empty_cache(Device device);
 
 // The CPU allocator: 64-byte aligned (the widest AVX-512 load), statistics with atomics. Blocks of
 // 2 MiB and more are huge-page aligned, and up to 256 MiB of freed ones are kept for reuse by
-// exact size (reserved_bytes counts them; empty_cache() returns them). Under AddressSanitizer
-// nothing is kept, so a use after free still reaches the sanitizer.
+// exact size; blocks up to 1 KiB are kept in per-thread lists by 64-byte class (128 per class).
+// reserved_bytes counts both; empty_cache() returns the big ones and the calling thread's small
+// ones. Under AddressSanitizer nothing is kept, so a use after free still reaches the sanitizer.
 Allocator* cpu_allocator();
 
 }  // namespace graft

@@ -10,9 +10,10 @@
 //   last window must start inside the input or the left padding, else it is dropped.
 // Direct loops, one task per input plane (N*C of them) above a grain; pooling is memory-bound and
 // simple loops match oneDNN here while giving exactly PyTorch's NaN and index semantics.
-// Max pooling of a channels-last input runs NHWC loops (channels innermost, so the compare runs
-// across C in SIMD) and returns channels-last output and indices, as PyTorch does; the indices
-// keep their meaning (h*W + w inside the plane), so either backward layout reads them.
+// Max and average pooling of a channels-last input run NHWC loops (channels innermost, so each
+// window's compare or sum runs across C in SIMD) and return channels-last results, as PyTorch
+// does. Max pooling's indices keep their meaning (h*W + w inside the plane), so either backward
+// layout reads them; both backward kernels give a channels-last input a channels-last gradient.
 #include <atomic>
 #include <bit>
 #include <cmath>
@@ -278,10 +279,80 @@ void for_each_avg_window(const PoolParams& p, bool count_include_pad, F&& f) {
   }
 }
 
+bool is_channels_last(const Tensor& t) {
+  return t.dim() == 4 && t.suggest_memory_format() == MemoryFormat::ChannelsLast;
+}
+
+// Channels-last average pooling: x [N, H, W, C] -> y [N, OH, OW, C], windows as for_each_avg_window,
+// each window's C channels summed side by side. One task per image.
+Tensor avg_pool2d_nhwc(const PoolParams& p, const Tensor& input, bool count_include_pad) {
+  Shape sizes = p.output_sizes();
+  Tensor out = new_strided(sizes, channels_last_strides(sizes), input.dtype(), input.device());
+  Tensor x = contiguous_in_format(input, MemoryFormat::ChannelsLast);
+  const int64_t C = p.C;
+  dispatch_floating(input.dtype(), "avg_pool2d", [&]<class T>() {
+    const T* xd = static_cast<const T*>(x.data_ptr());
+    T* yd = static_cast<T*>(out.data_ptr());
+    int64_t grain = std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, p.OH * p.OW * p.kh * p.kw * C));
+    parallel_for(0, p.N, grain, [&](int64_t b, int64_t e) {
+      for (int64_t n = b; n < e; ++n) {
+        const T* xn = xd + n * p.H * p.W * C;
+        T* yn = yd + n * p.OH * p.OW * C;
+        for_each_avg_window(p, count_include_pad, [&](int64_t o, int64_t h0, int64_t h1, int64_t w0, int64_t w1,
+                                                      int64_t divisor) {
+          T* __restrict y = yn + o * C;
+          std::fill(y, y + C, T(0));
+          if (h0 >= h1 || w0 >= w1) return;
+          for (int64_t h = h0; h < h1; ++h)
+            for (int64_t w = w0; w < w1; ++w) {
+              const T* __restrict xr = xn + (h * p.W + w) * C;
+              for (int64_t c = 0; c < C; ++c) y[c] += xr[c];
+            }
+          const T d = static_cast<T>(divisor);
+          for (int64_t c = 0; c < C; ++c) y[c] /= d;
+        });
+      }
+    });
+  });
+  return out;
+}
+
+// grad_input[n, h, w, c] += grad_out[n, c, o] / divisor(o); grad_out read through its strides.
+Tensor avg_pool2d_backward_nhwc(const PoolParams& p, const Tensor& grad_out, const Tensor& input,
+                                bool count_include_pad) {
+  Tensor gi = new_tensor_in_format(input, MemoryFormat::ChannelsLast, grad_out.dtype(), grad_out.device());
+  const int64_t C = p.C, gsN = grad_out.stride(0), gsC = grad_out.stride(1), gsH = grad_out.stride(2),
+                gsW = grad_out.stride(3);
+  dispatch_floating(grad_out.dtype(), "avg_pool2d_backward", [&]<class T>() {
+    const T* gd = static_cast<const T*>(grad_out.data_ptr());
+    T* xd = static_cast<T*>(gi.data_ptr());
+    int64_t grain = std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, p.OH * p.OW * p.kh * p.kw * C));
+    parallel_for(0, p.N, grain, [&](int64_t b, int64_t e) {
+      for (int64_t n = b; n < e; ++n) {
+        T* xn = xd + n * p.H * p.W * C;
+        std::fill(xn, xn + p.H * p.W * C, T(0));
+        for_each_avg_window(p, count_include_pad, [&](int64_t o, int64_t h0, int64_t h1, int64_t w0, int64_t w1,
+                                                      int64_t divisor) {
+          if (h0 >= h1 || w0 >= w1) return;
+          const T* g = gd + n * gsN + o / p.OW * gsH + o % p.OW * gsW;
+          const T d = static_cast<T>(divisor);
+          for (int64_t h = h0; h < h1; ++h)
+            for (int64_t w = w0; w < w1; ++w) {
+              T* xr = xn + (h * p.W + w) * C;
+              for (int64_t c = 0; c < C; ++c) xr[c] += g[c * gsC] / d;
+            }
+        });
+      }
+    });
+  });
+  return gi;
+}
+
 Tensor avg_pool2d_cpu(const Tensor& input, const Shape& kernel, const Shape& stride, const Shape& padding,
                       bool ceil_mode, bool count_include_pad) {
   const char* op = "avg_pool2d";
   PoolParams p = plan_avg_pool2d(input, kernel, stride, padding, ceil_mode);
+  if (is_channels_last(input)) return avg_pool2d_nhwc(p, input, count_include_pad);
   Tensor out = new_tensor(p.output_sizes(), input.dtype(), input.device());
   Tensor x = contiguous_cpu(input);
   dispatch_floating(input.dtype(), op, [&]<class T>() {
@@ -313,6 +384,7 @@ Tensor avg_pool2d_backward_cpu(const Tensor& grad_out, const Tensor& input, cons
                                const Shape& padding, bool ceil_mode, bool count_include_pad) {
   const char* op = "avg_pool2d_backward";
   PoolParams p = plan_avg_pool2d_backward(grad_out, input, kernel, stride, padding, ceil_mode);
+  if (is_channels_last(input)) return avg_pool2d_backward_nhwc(p, grad_out, input, count_include_pad);
   Tensor gi = new_tensor(input.sizes(), grad_out.dtype(), grad_out.device());
   Tensor go = contiguous_cpu(grad_out);
   dispatch_floating(grad_out.dtype(), op, [&]<class T>() {

@@ -226,6 +226,38 @@ TEST_CASE("max_pool2d on channels-last input: NHWC values and indices, the same 
   CHECK_THROWS_WITH(ops::max_pool2d_backward(randn({1, 2, 2, 2}), xl, bad), Catch::Contains("max_pool2d_backward"));
 }
 
+TEST_CASE("avg_pool2d on channels-last input: NHWC values, the same gradient") {
+  manual_seed(8);
+  struct Case {
+    Shape in, k, s, p;
+    bool ceil, include_pad;
+  };
+  std::vector<Case> cases = {
+      {{2, 5, 8, 8}, {2, 2}, {2, 2}, {0, 0}, false, true},
+      {{1, 3, 7, 9}, {3, 3}, {2, 1}, {1, 1}, true, false},
+      {{2, 3, 7, 7}, {3, 2}, {2, 2}, {1, 1}, true, true},
+  };
+  for (DType dt : {kFloat32, kFloat64}) {
+    for (const Case& c : cases) {
+      INFO("input " << shape_str(c.in) << " dtype " << dt);
+      Tensor x = randn(c.in, TensorOptions{}.dtype(dt));
+      Tensor xl = x.clone(MemoryFormat::ChannelsLast);
+      Tensor yn = ops::avg_pool2d(x, c.k, c.s, c.p, c.ceil, c.include_pad);
+      Tensor yl = ops::avg_pool2d(xl, c.k, c.s, c.p, c.ceil, c.include_pad);
+      CHECK(yl.suggest_memory_format() == MemoryFormat::ChannelsLast);
+      double tol = dt == kFloat32 ? 1e-6 : 1e-14;
+      check_close(yl, yn, tol);
+      Tensor gy = randn(yn.sizes(), TensorOptions{}.dtype(dt));
+      Tensor gn = ops::avg_pool2d_backward(gy, x, c.k, c.s, c.p, c.ceil, c.include_pad);
+      for (const Tensor& g : {gy, gy.contiguous(MemoryFormat::ChannelsLast)}) {
+        Tensor gl = ops::avg_pool2d_backward(g, xl, c.k, c.s, c.p, c.ceil, c.include_pad);
+        CHECK(gl.suggest_memory_format() == MemoryFormat::ChannelsLast);
+        check_close(gl, gn, tol);
+      }
+    }
+  }
+}
+
 TEST_CASE("a channels-last CNN step matches the NCHW step") {
   manual_seed(5);
   Tensor x = randn({4, 1, 12, 12}), y = randint(0, 10, {4});

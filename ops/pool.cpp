@@ -18,6 +18,7 @@
 #include <bit>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "ops/conv_pool_params.h"
 #include "ops/kernel_utils.h"
@@ -121,11 +122,15 @@ void max_pool_fwd_nhwc(const PoolParams& p, const T* x, T* y, int64_t* ind) {
   parallel_for(0, p.N * OH * OW, grain, [&](int64_t b, int64_t e) {
     T mv[kChunk];
     Tap tap[kChunk];
+    std::vector<int64_t> tap_pos(static_cast<size_t>(kh * kw));  // tap number -> h*W + w
     for (int64_t r = b; r < e; ++r) {
       int64_t n = r / (OH * OW), oh = r / OW % OH, ow = r % OW;
       int64_t h0 = oh * sh - ph, w0 = ow * sw - pw, hs = h0, ws = w0;
       while (hs < 0) hs += dh;
       while (ws < 0) ws += dw;
+      if (ind)
+        for (int64_t i = 0; i < kh; ++i)
+          for (int64_t j = 0; j < kw; ++j) tap_pos[i * kw + j] = (h0 + i * dh) * W + (w0 + j * dw);
       for (int64_t c0 = 0; c0 < C; c0 += kChunk) {
         const int64_t nc = std::min(kChunk, C - c0);
         for (int64_t c = 0; c < nc; ++c) {
@@ -154,8 +159,8 @@ void max_pool_fwd_nhwc(const PoolParams& p, const T* x, T* y, int64_t* ind) {
         if (ind) {
           // A window with no element above -inf keeps PyTorch's index: its first valid position.
           int64_t* __restrict best = ind + r * C + c0;
-          for (int64_t c = 0; c < nc; ++c)
-            best[c] = tap[c] < 0 ? hs * W + ws : (h0 + tap[c] / kw * dh) * W + (w0 + tap[c] % kw * dw);
+          const int64_t first = hs * W + ws;
+          for (int64_t c = 0; c < nc; ++c) best[c] = tap[c] < 0 ? first : tap_pos[tap[c]];
         }
       }
     }

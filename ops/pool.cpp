@@ -15,7 +15,6 @@
 // does. Max pooling's indices keep their meaning (h*W + w inside the plane), so either backward
 // layout reads them; both backward kernels give a channels-last input a channels-last gradient.
 #include <atomic>
-#include <bit>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -37,16 +36,6 @@ int64_t plane_grain(const PoolParams& p) {
 
 // ---- max ----
 
-// take ? a : b as bit operations. The compiler turns a ternary here back into a branch, and on
-// real data the comparison behind `take` is a coin flip the branch predictor cannot learn
-// (branchless is ~3x faster for 2x2 windows).
-template <class T>
-inline T select(bool take, T a, T b) {
-  using U = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
-  U mask = U(0) - static_cast<U>(take);
-  return std::bit_cast<T>(static_cast<U>((std::bit_cast<U>(a) & mask) | (std::bit_cast<U>(b) & ~mask)));
-}
-
 // Output positions o in [lo, hi) whose input index o*stride + offset lies in [0, in).
 std::pair<int64_t, int64_t> valid_range(int64_t out, int64_t in, int64_t stride, int64_t offset) {
   int64_t lo = offset >= 0 ? 0 : (-offset + stride - 1) / stride;
@@ -57,7 +46,9 @@ std::pair<int64_t, int64_t> valid_range(int64_t out, int64_t in, int64_t stride,
 // One output row at a time, kernel taps outermost and output columns innermost: the columns are
 // independent, so the loop runs many max chains side by side instead of one short dependent
 // chain per window. Taps are visited in window scan order (h, then w), so the first maximum wins
-// exactly as in a per-window scan. ind may be null (no indices wanted).
+// exactly as in a per-window scan. The row's running max and winning tap number (int32 next to
+// float, so one SIMD lane each) live in local arrays: the compare-and-select loop vectorises, and
+// a tap becomes its h*W + w index once per row through a per-row table. ind may be null.
 template <class T>
 void max_pool_fwd(const PoolParams& p, const T* x, T* y, int64_t* ind) {
   // Locals, not p's fields: stores through y/ind could otherwise alias them and force reloads.
@@ -65,22 +56,20 @@ void max_pool_fwd(const PoolParams& p, const T* x, T* y, int64_t* ind) {
   const int64_t sh = p.sh, sw = p.sw, ph = p.ph, pw = p.pw, dh = p.dh, dw = p.dw;
   constexpr T lowest = std::numeric_limits<T>::has_infinity ? -std::numeric_limits<T>::infinity()
                                                             : std::numeric_limits<T>::lowest();
+  using Tap = std::conditional_t<sizeof(T) == 8, int64_t, int32_t>;
   parallel_for(0, p.planes(), plane_grain(p), [&](int64_t b, int64_t e) {
+    std::vector<T> mrow(static_cast<size_t>(OW));
+    std::vector<Tap> trow(static_cast<size_t>(OW));
+    std::vector<int64_t> tap_off(static_cast<size_t>(kh * kw));  // tap -> index at output column 0
+    T* __restrict mv = mrow.data();
+    Tap* __restrict tap = trow.data();
     for (int64_t pl = b; pl < e; ++pl) {
       const T* xp = x + pl * H * W;
       for (int64_t oh = 0; oh < OH; ++oh) {
-        T* __restrict m = y + (pl * OH + oh) * OW;
-        int64_t* __restrict best = ind ? ind + (pl * OH + oh) * OW : nullptr;
-        int64_t h0 = oh * sh - ph, hs = h0;
-        while (hs < 0) hs += dh;
+        int64_t h0 = oh * sh - ph;
         for (int64_t ow = 0; ow < OW; ++ow) {
-          m[ow] = lowest;
-          if (best) {
-            // PyTorch's index for a window with no element above -inf: its first valid position.
-            int64_t ws = ow * sw - pw;
-            while (ws < 0) ws += dw;
-            best[ow] = hs * W + ws;
-          }
+          mv[ow] = lowest;
+          tap[ow] = -1;
         }
         for (int64_t i = 0; i < kh; ++i) {
           int64_t h = h0 + i * dh;
@@ -88,16 +77,32 @@ void max_pool_fwd(const PoolParams& p, const T* x, T* y, int64_t* ind) {
           for (int64_t j = 0; j < kw; ++j) {
             int64_t joff = j * dw - pw;
             auto [ow0, ow1] = valid_range(OW, W, sw, joff);
-            const T* xr = xp + h * W + joff;
-            int64_t base = h * W + joff;
+            const T* __restrict xr = xp + h * W + joff;
+            const Tap t = static_cast<Tap>(i * kw + j);
+            tap_off[i * kw + j] = h * W + joff;
             for (int64_t ow = ow0; ow < ow1; ++ow) {
               T v = xr[ow * sw];
               // NaN wins and propagates, as in PyTorch.
-              bool take = v > m[ow];
-              if constexpr (std::is_floating_point_v<T>) take = take | (v != v);
-              m[ow] = select(take, v, m[ow]);
-              if (best) best[ow] = select(take, base + ow * sw, best[ow]);
+              bool take = (v > mv[ow]) | (v != v);
+              mv[ow] = take ? v : mv[ow];
+              tap[ow] = take ? t : tap[ow];
             }
+          }
+        }
+        T* __restrict m = y + (pl * OH + oh) * OW;
+        for (int64_t ow = 0; ow < OW; ++ow) m[ow] = mv[ow];
+        if (!ind) continue;
+        int64_t* __restrict best = ind + (pl * OH + oh) * OW;
+        int64_t hs = h0;
+        while (hs < 0) hs += dh;
+        for (int64_t ow = 0; ow < OW; ++ow) {
+          if (tap[ow] >= 0) {
+            best[ow] = tap_off[tap[ow]] + ow * sw;
+          } else {
+            // PyTorch's index for a window with no element above -inf: its first valid position.
+            int64_t ws = ow * sw - pw;
+            while (ws < 0) ws += dw;
+            best[ow] = hs * W + ws;
           }
         }
       }

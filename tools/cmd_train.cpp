@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <iomanip>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -82,35 +83,97 @@ EvalResult evaluate(nn::Sequential& model, const data::FashionMnist& test, Devic
   return r;
 }
 
-// A self-contained SVG with the per-step training loss and the per-epoch test accuracy.
+// Round tick positions over [lo, hi]: a step of 1, 2 or 5 times a power of ten giving at most
+// `max_ticks` intervals.
+std::vector<double> nice_ticks(double lo, double hi, int max_ticks) {
+  std::vector<double> ticks;
+  if (!(hi > lo)) return {lo};
+  double raw = (hi - lo) / max_ticks, mag = std::pow(10.0, std::floor(std::log10(raw))), step = mag;
+  for (double m : {1.0, 2.0, 5.0, 10.0}) {
+    step = m * mag;
+    if (step >= raw) break;
+  }
+  for (double t = std::ceil(lo / step - 1e-9) * step; t <= hi + step * 1e-9; t += step) ticks.push_back(t);
+  return ticks;
+}
+
+std::string tick_label(double v) {
+  std::ostringstream os;
+  os << std::setprecision(4) << (std::abs(v) < 1e-12 ? 0.0 : v);
+  return os.str();
+}
+
+// A self-contained SVG: the training loss per step (left axis) and the test accuracy at the end of
+// each epoch (right axis), with round ticks, a grid, dashed epoch boundaries and a legend.
 void write_svg(const std::string& path, const std::vector<double>& step_loss, const std::vector<double>& acc) {
   std::ofstream f(path);
   GRAFT_CHECK(f.good(), "train: cannot write ", path);
-  const double W = 720, H = 360, L = 50, R = 50, T = 30, B = 40;
+  const double W = 760, H = 400, L = 60, R = 60, T = 40, B = 50;
+  const double steps = std::max<double>(1, static_cast<double>(step_loss.size()));
+  const double per_epoch = acc.empty() ? steps : steps / static_cast<double>(acc.size());
   double maxl = 0;
   for (double v : step_loss) maxl = std::max(maxl, v);
-  if (maxl <= 0) maxl = 1;
-  f << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << W << "\" height=\"" << H << "\" font-family=\"sans-serif\" font-size=\"12\">\n"
-    << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
-    << "<text x=\"" << L << "\" y=\"18\">training loss (blue, left axis) and test accuracy (orange, right axis)</text>\n"
-    << "<line x1=\"" << L << "\" y1=\"" << H - B << "\" x2=\"" << W - R << "\" y2=\"" << H - B << "\" stroke=\"black\"/>\n"
+  std::vector<double> lticks = nice_ticks(0, maxl > 0 ? maxl : 1, 6);
+  double ltop = lticks.back() < maxl ? lticks.back() + (lticks.size() > 1 ? lticks[1] - lticks[0] : 1) : lticks.back();
+  if (ltop <= 0) ltop = 1;
+  lticks = nice_ticks(0, ltop, 6);
+  double amin = 1;
+  for (double a : acc) amin = std::min(amin, a);
+  double abot = std::max(0.0, std::floor((amin - 0.05) * 10) / 10);  // a whole 10% below the lowest point
+  std::vector<double> aticks = nice_ticks(abot, 1.0, 5);
+  auto px = [&](double step) { return L + (W - L - R) * step / steps; };
+  auto py_loss = [&](double v) { return H - B - (H - T - B) * v / ltop; };
+  auto py_acc = [&](double a) { return H - B - (H - T - B) * (a - abot) / (1.0 - abot); };
+
+  f << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << W << "\" height=\"" << H
+    << "\" font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
+    << "<text x=\"" << L << "\" y=\"20\" font-size=\"14\">graft train: training loss and test accuracy</text>\n";
+  // Grid and left ticks (loss).
+  for (double t : lticks) {
+    double y = py_loss(t);
+    f << "<line x1=\"" << L << "\" y1=\"" << y << "\" x2=\"" << W - R << "\" y2=\"" << y
+      << "\" stroke=\"#e4e4e4\"/>\n<text x=\"" << L - 6 << "\" y=\"" << y + 4 << "\" text-anchor=\"end\">"
+      << tick_label(t) << "</text>\n";
+  }
+  // Right ticks (accuracy).
+  for (double t : aticks)
+    f << "<text x=\"" << W - R + 6 << "\" y=\"" << py_acc(t) + 4 << "\" fill=\"#c85a00\">" << tick_label(100 * t)
+      << "%</text>\n";
+  // Bottom ticks (steps) and vertical grid.
+  for (double t : nice_ticks(0, steps, 8)) {
+    double x = px(t);
+    f << "<line x1=\"" << x << "\" y1=\"" << T << "\" x2=\"" << x << "\" y2=\"" << H - B
+      << "\" stroke=\"#f0f0f0\"/>\n<text x=\"" << x << "\" y=\"" << H - B + 16 << "\" text-anchor=\"middle\">"
+      << tick_label(t) << "</text>\n";
+  }
+  // Epoch boundaries.
+  for (size_t e = 1; e <= acc.size(); ++e) {
+    double x = px(per_epoch * static_cast<double>(e));
+    f << "<line class=\"epoch\" x1=\"" << x << "\" y1=\"" << T << "\" x2=\"" << x << "\" y2=\"" << H - B
+      << "\" stroke=\"#999\" stroke-dasharray=\"4 3\"/>\n<text x=\"" << x - 4 << "\" y=\"" << T + 12
+      << "\" text-anchor=\"end\" fill=\"#666\">epoch " << e << "</text>\n";
+  }
+  // Axes and titles.
+  f << "<line x1=\"" << L << "\" y1=\"" << H - B << "\" x2=\"" << W - R << "\" y2=\"" << H - B << "\" stroke=\"black\"/>\n"
     << "<line x1=\"" << L << "\" y1=\"" << T << "\" x2=\"" << L << "\" y2=\"" << H - B << "\" stroke=\"black\"/>\n"
-    << "<text x=\"5\" y=\"" << T + 4 << "\">" << maxl << "</text><text x=\"5\" y=\"" << H - B << "\">0</text>\n"
-    << "<text x=\"" << W - R + 5 << "\" y=\"" << T + 4 << "\">100%</text><text x=\"" << W - R + 5 << "\" y=\"" << H - B
-    << "\">0%</text>\n<text x=\"" << W / 2 << "\" y=\"" << H - 10 << "\">step</text>\n";
-  auto px = [&](double i, double n) { return L + (W - L - R) * (n > 1 ? i / (n - 1) : 0.5); };
+    << "<line x1=\"" << W - R << "\" y1=\"" << T << "\" x2=\"" << W - R << "\" y2=\"" << H - B << "\" stroke=\"black\"/>\n"
+    << "<text x=\"" << (L + W - R) / 2 << "\" y=\"" << H - 12 << "\" text-anchor=\"middle\">training step</text>\n";
+  // Series.
   f << "<polyline fill=\"none\" stroke=\"#1f77b4\" stroke-width=\"1\" points=\"";
-  for (size_t i = 0; i < step_loss.size(); ++i)
-    f << px(static_cast<double>(i), static_cast<double>(step_loss.size())) << ','
-      << T + (H - T - B) * (1 - step_loss[i] / maxl) << ' ';
+  for (size_t i = 0; i < step_loss.size(); ++i) f << px(static_cast<double>(i + 1)) << ',' << py_loss(step_loss[i]) << ' ';
   f << "\"/>\n<polyline fill=\"none\" stroke=\"#ff7f0e\" stroke-width=\"2\" points=\"";
-  for (size_t i = 0; i < acc.size(); ++i)
-    f << px(static_cast<double>(i), static_cast<double>(acc.size())) << ',' << T + (H - T - B) * (1 - acc[i]) << ' ';
+  for (size_t e = 0; e < acc.size(); ++e) f << px(per_epoch * static_cast<double>(e + 1)) << ',' << py_acc(acc[e]) << ' ';
   f << "\"/>\n";
-  for (size_t i = 0; i < acc.size(); ++i)
-    f << "<circle cx=\"" << px(static_cast<double>(i), static_cast<double>(acc.size())) << "\" cy=\""
-      << T + (H - T - B) * (1 - acc[i]) << "\" r=\"3\" fill=\"#ff7f0e\"/>\n";
-  f << "</svg>\n";
+  for (size_t e = 0; e < acc.size(); ++e)
+    f << "<circle cx=\"" << px(per_epoch * static_cast<double>(e + 1)) << "\" cy=\"" << py_acc(acc[e])
+      << "\" r=\"3.5\" fill=\"#ff7f0e\"/>\n";
+  // Legend, in the title row (the plot area belongs to the data and the epoch labels).
+  double lx = W - R - 330, ly = 20;
+  f << "<g class=\"legend\"><line x1=\"" << lx << "\" y1=\"" << ly - 4 << "\" x2=\"" << lx + 22 << "\" y2=\"" << ly - 4
+    << "\" stroke=\"#1f77b4\" stroke-width=\"2\"/><text x=\"" << lx + 28 << "\" y=\"" << ly << "\">training loss (left)</text>\n"
+    << "<line x1=\"" << lx + 170 << "\" y1=\"" << ly - 4 << "\" x2=\"" << lx + 192 << "\" y2=\"" << ly - 4
+    << "\" stroke=\"#ff7f0e\" stroke-width=\"2\"/><text x=\"" << lx + 198 << "\" y=\"" << ly
+    << "\">test accuracy (right)</text></g>\n</svg>\n";
 }
 
 // "16MiB", "512KiB", "1.5GiB", "1000000" (bytes); K/M/G and KB/MB/GB are read as binary units too.
@@ -307,12 +370,15 @@ int run_eval(const std::string& model_name, const std::string& path, const std::
   EvalResult ev = evaluate(*model, test_set, device, normalize);
   std::printf("test loss %.4f, test accuracy %.2f%%\n\nconfusion matrix (rows: true class, columns: predicted)\n",
               ev.loss, 100 * ev.accuracy);
+  // Full class names ("T-shirt/top" used to be cut to ten characters), padded to the longest.
   const auto& names = data::FashionMnist::class_names();
-  std::printf("%-12s", "");
+  int width = 0;
+  for (const auto& n : names) width = std::max(width, static_cast<int>(n.size()));
+  std::printf("%*s", width + 2, "");
   for (int j = 0; j < 10; ++j) std::printf("%6d", j);
   std::printf("\n");
   for (int i = 0; i < 10; ++i) {
-    std::printf("%d %-10.10s", i, names[i].c_str());
+    std::printf("%d %-*s", i, width, names[i].c_str());
     for (int j = 0; j < 10; ++j) std::printf("%6lld", static_cast<long long>(ev.confusion[i * 10 + j]));
     std::printf("\n");
   }

@@ -1,9 +1,44 @@
 // The `graft` command-line program.
 #include <CLI/CLI.hpp>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
 #include <iostream>
+#include <string>
 
 #include "runtime/error.h"
 #include "tools/commands.h"
+
+namespace {
+
+// CLI11's PositiveNumber prints its bound as a 309-digit double ("not in range 0.000000 to
+// 179769313486231570814527..."); these say what is wanted in words.
+CLI::Validator positive_int() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        errno = 0;
+        char* end = nullptr;
+        long long v = std::strtoll(s.c_str(), &end, 10);
+        if (end == s.c_str() || *end != '\0' || errno == ERANGE || v < 1)
+          return "expected a whole number of at least 1, got " + s;
+        return {};
+      },
+      "");
+}
+
+CLI::Validator positive_real() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        char* end = nullptr;
+        double v = std::strtod(s.c_str(), &end);
+        if (end == s.c_str() || *end != '\0' || !std::isfinite(v) || v <= 0)
+          return "expected a number above 0, got " + s;
+        return {};
+      },
+      "");
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"graft: a small deep-learning framework in C++20"};
@@ -13,9 +48,9 @@ int main(int argc, char** argv) {
   auto* bench = app.add_subcommand("bench", "Time the benchmark workloads (name value unit, median of repeats)");
   graft::tools::BenchOptions bo;
   bench->add_option("--filter", bo.filter, "Regex over workload names (engine, mlp, cnn, matmul1024, matmul4096, elementwise_add, stream_triad, deep_mlp, deep_mlp_budget, deep_mlp_disk, alloc_churn, train_epoch, eval)");
-  bench->add_option("--repeat", bo.repeat, "Timed repeats per workload (default: per workload)");
+  bench->add_option("--repeat", bo.repeat, "Timed repeats per workload (default: per workload)")->check(positive_int());
   bench->add_option("--json", bo.json, "Also write the figures as JSON to this path");
-  bench->add_option("--threads", bo.threads, "Intra-op threads (default: all cores)");
+  bench->add_option("--threads", bo.threads, "Intra-op threads (default: all cores)")->check(positive_int());
   bench->add_flag("--profile", bo.profile,
                   "Print a per-op table (calls, total ms, mean us, share of the time) after each workload; its "
                   "figures then include the profiler's cost");
@@ -31,9 +66,9 @@ int main(int argc, char** argv) {
   graft::tools::TrainOptions to;
   auto* train = app.add_subcommand("train", "Train a model on Fashion-MNIST");
   train->add_option("--model", to.model, "mlp or cnn")->check(CLI::IsMember({"mlp", "cnn"}))->capture_default_str();
-  train->add_option("--epochs", to.epochs, "Epochs")->check(CLI::PositiveNumber)->capture_default_str();
-  train->add_option("--batch-size", to.batch_size, "Batch size")->check(CLI::PositiveNumber)->capture_default_str();
-  train->add_option("--lr", to.lr, "Learning rate")->check(CLI::PositiveNumber)->capture_default_str();
+  train->add_option("--epochs", to.epochs, "Epochs")->check(positive_int())->capture_default_str();
+  train->add_option("--batch-size", to.batch_size, "Batch size")->check(positive_int())->capture_default_str();
+  train->add_option("--lr", to.lr, "Learning rate")->check(positive_real())->capture_default_str();
   train->add_option("--optimizer", to.optimizer, "sgd (momentum 0.9), adam or adamw")
       ->check(CLI::IsMember({"sgd", "adam", "adamw"}))->capture_default_str();
   train->add_option("--device", to.device, "cpu or cuda[:N]")->capture_default_str();

@@ -86,6 +86,21 @@ TEST_CASE("graft train and graft eval run end to end on a tiny data set") {
   std::string first;
   std::getline(svg, first);
   CHECK(first.rfind("<svg", 0) == 0);
+  // The chart: one dashed boundary per epoch, a legend, round ticks (0 on both step and loss axes).
+  std::string chart = first + std::string((std::istreambuf_iterator<char>(svg)), std::istreambuf_iterator<char>());
+  auto occurrences = [&](const std::string& needle) {
+    int n = 0;
+    for (size_t i = chart.find(needle); i != std::string::npos; i = chart.find(needle, i + 1)) ++n;
+    return n;
+  };
+  CHECK(occurrences("class=\"epoch\"") == 2);
+  CHECK(occurrences(">epoch 2</text>") == 1);
+  CHECK(occurrences("class=\"legend\"") == 1);
+  CHECK(occurrences(">training loss (left)<") == 1);
+  CHECK(occurrences("text-anchor=\"end\">0</text>") == 1);     // the loss axis starts at a round 0
+  CHECK(occurrences("text-anchor=\"middle\">0</text>") == 1);  // so does the step axis
+  CHECK(chart.find("100%</text>") != std::string::npos);
+  CHECK(chart.find("</svg>") != std::string::npos);
   // --graph: the first step's backward graph, with the model's parameter names on its leaves.
   std::ifstream dot_file(dir / "g.dot");
   std::string dot((std::istreambuf_iterator<char>(dot_file)), std::istreambuf_iterator<char>());
@@ -99,6 +114,7 @@ TEST_CASE("graft train and graft eval run end to end on a tiny data set") {
   CHECK(status == 0);
   CHECK(ev.find("confusion matrix") != std::string::npos);
   CHECK(ev.find("Ankle boot") != std::string::npos);
+  CHECK(ev.find("T-shirt/top") != std::string::npos);  // not cut to ten characters
 
   // The same seed gives the same loss curve, also under --profile (a dispatch mode that only
   // times), which then prints the steps' per-op table.
@@ -135,6 +151,20 @@ TEST_CASE("graft train reports a missing data directory and bad flags") {
   out = run(std::string(exe) + " train --help", status);
   CHECK(status == 0);
   CHECK(out.find("--checkpoint") != std::string::npos);
+  // Integer and real flags say what they want in words, not with a 309-digit bound.
+  for (const char* bad : {"--epochs -1", "--epochs 0", "--batch-size 0", "--epochs 2.5", "--epochs x"}) {
+    out = run(std::string(exe) + " train " + bad, status);
+    INFO(bad << ": " << out);
+    CHECK(WEXITSTATUS(status) == 2);
+    CHECK(out.find("expected a whole number of at least 1") != std::string::npos);
+    CHECK(out.size() < 200);
+  }
+  out = run(std::string(exe) + " train --lr -0.1", status);
+  CHECK(WEXITSTATUS(status) == 2);
+  CHECK(out.find("expected a number above 0, got -0.1") != std::string::npos);
+  out = run(std::string(exe) + " bench --repeat 0", status);
+  CHECK(WEXITSTATUS(status) == 2);
+  CHECK(out.find("expected a whole number of at least 1") != std::string::npos);
 }
 
 TEST_CASE("graft train --memory-budget trains with the plain run's numbers and draws the memory timeline") {

@@ -354,11 +354,9 @@ void conv_bwd_weight_loops(const ConvParams& p, const T* gy, const T* x, T* gw) 
 
 // ---- kernels ----
 
-bool channels_last(const Tensor& t) { return t.dim() == 4 && t.suggest_memory_format() == MemoryFormat::ChannelsLast; }
-
 // A fresh activation of `sizes`, NHWC when `nhwc`.
 Tensor new_activation(const Shape& sizes, bool nhwc, const Tensor& like) {
-  return nhwc ? new_strided(sizes, channels_last_strides(sizes), like.dtype(), like.device())
+  return nhwc ? new_channels_last(sizes, like.dtype(), like.device())
               : new_tensor(sizes, like.dtype(), like.device());
 }
 Tensor dense_activation(const Tensor& t, bool nhwc) {
@@ -377,7 +375,7 @@ void run_loops_into(const Tensor& out, bool nhwc, F&& loops) {
 Tensor conv2d_cpu(const Tensor& input, const Tensor& weight, const Tensor& bias, const Shape& stride, const Shape& padding,
                   const Shape& dilation, int64_t groups) {
   ConvParams p = plan_conv2d(input, weight, bias, stride, padding, dilation, groups);
-  bool nhwc = input.dim() == 4 && (channels_last(input) || channels_last(weight));
+  bool nhwc = input.dim() == 4 && (is_channels_last(input) || is_channels_last(weight));
   Tensor b = bias.defined() ? contiguous_cpu(bias) : Tensor();
   Tensor out = new_activation(p.output_sizes(), nhwc, input);
   if (p.N == 0) return out;
@@ -397,7 +395,7 @@ Tensor conv2d_cpu(const Tensor& input, const Tensor& weight, const Tensor& bias,
 Tensor conv2d_backward_input_cpu(const Tensor& grad_out, const Shape& input_sizes, const Tensor& weight,
                                  const Shape& stride, const Shape& padding, const Shape& dilation, int64_t groups) {
   ConvParams p = plan_conv2d_backward_input(grad_out, input_sizes, weight, stride, padding, dilation, groups);
-  bool nhwc = grad_out.dim() == 4 && (channels_last(grad_out) || channels_last(weight));
+  bool nhwc = grad_out.dim() == 4 && (is_channels_last(grad_out) || is_channels_last(weight));
   Tensor gx = new_activation(p.input_sizes(), nhwc, grad_out);
   if (gx.numel() == 0) return gx;
   Tensor w = contiguous_cpu(weight);
@@ -417,7 +415,7 @@ Tensor conv2d_backward_weight_cpu(const Tensor& grad_out, const Tensor& input, c
   ConvParams p = plan_conv2d_backward_weight(grad_out, input, weight_sizes, stride, padding, dilation, groups);
   Tensor gw = new_tensor(p.weight_sizes(), input.dtype(), input.device());
   if (p.N == 0 || p.C == 0) return fill_cpu(gw, 0);
-  bool nhwc = input.dim() == 4 && (channels_last(grad_out) || channels_last(input));
+  bool nhwc = input.dim() == 4 && (is_channels_last(grad_out) || is_channels_last(input));
   if (input.dtype() == kFloat32) {
     run_conv_f32(kKeyConvBwdWeights, p, dense_activation(input, nhwc), dense_activation(grad_out, nhwc), gw, Tensor(),
                  nhwc);

@@ -125,11 +125,10 @@ Tensor run_max_pool2d(MaxPoolFill fill, const Tensor& input, const Shape& kernel
                       const Shape& padding, const Shape& dilation, bool ceil_mode, Tensor* ind) {
   PoolParams p = plan_max_pool2d(input, kernel, stride, padding, dilation, ceil_mode);
   // Channels-last in, channels-last out (the CPU fill has NHWC loops; other devices get NCHW).
-  bool nhwc = input.is_cpu() && input.dim() == 4 && input.suggest_memory_format() == MemoryFormat::ChannelsLast;
+  bool nhwc = input.is_cpu() && is_channels_last(input);
   auto make = [&](DType dtype) {
-    Shape sizes = p.output_sizes();
-    return nhwc ? new_strided(sizes, channels_last_strides(sizes), dtype, input.device())
-                : new_tensor(sizes, dtype, input.device());
+    return nhwc ? new_channels_last(p.output_sizes(), dtype, input.device())
+                : new_tensor(p.output_sizes(), dtype, input.device());
   };
   Tensor out = make(input.dtype());
   if (ind) *ind = make(kInt64);

@@ -5,6 +5,7 @@
 #include <tuple>
 #include <utility>
 
+#include "ops/kernel_utils.h"
 #include "runtime/shape.h"
 #include "runtime/tensor.h"
 
@@ -85,6 +86,13 @@ struct MaxPoolBackwardPlan {
 MaxPoolBackwardPlan plan_max_pool2d_backward(const Tensor& grad_out, const Tensor& input, const Tensor& indices);
 // An index a device found outside its input plane.
 [[noreturn]] void max_pool_bad_index_error(int64_t index, const MaxPoolBackwardPlan& p, const Tensor& input);
+// Whether a conv/pool kernel works channels-last on `t` (only 4-D tensors ever suggest it), and a
+// fresh NHWC activation of `sizes`: the layout rule conv.cpp, pool.cpp and run_max_pool2d share.
+inline bool is_channels_last(const Tensor& t) { return t.suggest_memory_format() == MemoryFormat::ChannelsLast; }
+inline Tensor new_channels_last(const Shape& sizes, DType dtype, Device device) {
+  return new_strided(sizes, channels_last_strides(sizes), dtype, device);
+}
+
 // The float32 CPU convolution's cache of reordered weights (ops/conv.cpp), for tests and benchmarks.
 struct WeightCacheStats {
   int64_t hits = 0, misses = 0, entries = 0;

@@ -236,7 +236,7 @@ Tensor max_pool2d_backward_cpu(const Tensor& grad_out, const Tensor& input, cons
   const char* op = "max_pool2d_backward";
   MaxPoolBackwardPlan mp = plan_max_pool2d_backward(grad_out, input, indices);
   int64_t planes = mp.planes, per_out = mp.per_out, per_in = mp.per_in;
-  if (input.dim() == 4 && input.suggest_memory_format() == MemoryFormat::ChannelsLast)
+  if (is_channels_last(input))
     return max_pool2d_backward_nhwc(grad_out, input, indices, mp);
   Tensor gi = new_tensor(input.sizes(), grad_out.dtype(), grad_out.device());
   Tensor go = contiguous_cpu(grad_out), ix = contiguous_cpu(indices);
@@ -289,15 +289,10 @@ void for_each_avg_window(const PoolParams& p, bool count_include_pad, F&& f) {
   }
 }
 
-bool is_channels_last(const Tensor& t) {
-  return t.dim() == 4 && t.suggest_memory_format() == MemoryFormat::ChannelsLast;
-}
-
 // Channels-last average pooling: x [N, H, W, C] -> y [N, OH, OW, C], windows as for_each_avg_window,
 // each window's C channels summed side by side. One task per image.
 Tensor avg_pool2d_nhwc(const PoolParams& p, const Tensor& input, bool count_include_pad) {
-  Shape sizes = p.output_sizes();
-  Tensor out = new_strided(sizes, channels_last_strides(sizes), input.dtype(), input.device());
+  Tensor out = new_channels_last(p.output_sizes(), input.dtype(), input.device());
   Tensor x = contiguous_in_format(input, MemoryFormat::ChannelsLast);
   const int64_t C = p.C;
   dispatch_floating(input.dtype(), "avg_pool2d", [&]<class T>() {

@@ -109,6 +109,36 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, const std::string& re
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = {}, const Tensor& bias = {},
                   double eps = 1e-5);
 
+// ---- attention ----
+// torch.nn.functional.scaled_dot_product_attention: q [..., L, E], k [..., S, E], v [..., S, Ev]
+// -> [..., L, Ev] = softmax(q k^T * scale + mask) v, batch dims broadcast. attn_mask is bool
+// (true = takes part) or of q's dtype (added), broadcast to [..., L, S]; is_causal keeps key j for
+// query i when j <= i (top-left) and excludes attn_mask; scale defaults to 1/sqrt(E). A row no key
+// may attend to gives 0. Runs the fused tiled kernel (no L x S matrix; backward recomputes the
+// tiles from the saved log-sum-exp) unless dropout_p > 0 or the mask requires grad, which take
+// the composed path. Double backward (create_graph) differentiates the composed gradient formulas.
+enum class SdpaBackend : uint8_t { Auto, Flash, Math };
+// Forces one implementation on this thread while alive (torch.nn.attention.sdpa_kernel); Flash
+// with dropout or a mask that requires grad is an error, not a silent fallback.
+class SdpaBackendGuard {
+ public:
+  explicit SdpaBackendGuard(SdpaBackend backend);
+  ~SdpaBackendGuard();
+  SdpaBackendGuard(const SdpaBackendGuard&) = delete;
+  SdpaBackendGuard& operator=(const SdpaBackendGuard&) = delete;
+
+ private:
+  SdpaBackend prev_;
+};
+SdpaBackend sdpa_backend();
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_mask = {},
+                                    double dropout_p = 0.0, bool is_causal = false,
+                                    std::optional<double> scale = std::nullopt);
+// The reference composition (matmul, softmax, matmul), always; what the fused kernel is checked against.
+Tensor scaled_dot_product_attention_math(const Tensor& q, const Tensor& k, const Tensor& v,
+                                         const Tensor& attn_mask = {}, double dropout_p = 0.0,
+                                         bool is_causal = false, std::optional<double> scale = std::nullopt);
+
 // ---- indexing, joining, shape ----
 Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
 Tensor embedding(const Tensor& weight, const Tensor& indices, int64_t padding_idx = -1);

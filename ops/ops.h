@@ -207,6 +207,14 @@ std::vector<Tensor> layer_norm(const Tensor& x, const Shape& normalized_shape, c
 std::vector<Tensor> layer_norm_backward(const Tensor& grad_out, const Tensor& x, const Shape& normalized_shape,
                                         const Tensor& mean, const Tensor& rstd, const Tensor& weight,
                                         const Tensor& bias);
+// Fused scaled dot-product attention (ops/sdpa_plan.h): q [..., L, E], k [..., S, E], v [..., S, Ev]
+// -> {out [..., L, Ev], lse [..., L]}. attn_mask is bool (true = takes part) or additive.
+std::vector<Tensor> _sdpa_flash(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_mask,
+                                bool is_causal, double scale);
+// -> {grad_q, grad_k, grad_v}, each with the broadcast batch shape (the caller sums to the inputs').
+std::vector<Tensor> _sdpa_flash_backward(const Tensor& grad_out, const Tensor& q, const Tensor& k, const Tensor& v,
+                                         const Tensor& out, const Tensor& lse, const Tensor& attn_mask,
+                                         bool is_causal, double scale);
 
 // ---- indexing and joining ----
 Tensor embedding(const Tensor& weight, const Tensor& indices, int64_t padding_idx = -1);

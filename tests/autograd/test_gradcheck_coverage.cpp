@@ -48,6 +48,7 @@ const std::map<std::string, std::string>& not_differentiable() {
       {"max_pool2d_backward", "max_pool2d's backward; not twice differentiable"},
       {"avg_pool2d_backward", "avg_pool2d's backward; not twice differentiable"},
       {"layer_norm_backward", "layer_norm's backward; not twice differentiable"},
+      {"_sdpa_flash_backward", "the fused attention's backward; double backward differentiates the composed formulas instead"},
       {"embedding_backward", "embedding's backward; not twice differentiable"},
       {"mm_accumulate_", "mm's backward accumulating straight into a leaf's .grad (never recorded)"},
       // Fast paths taken only when no input requires grad; the differentiable path is checked.

@@ -1,0 +1,110 @@
+// Checks and geometry shared by the CPU and CUDA fused attention kernels (sdpa_plan.h).
+#include "ops/sdpa_plan.h"
+
+#include "ops/kernel_utils.h"
+
+namespace graft::kernels {
+namespace {
+
+Shape batch_of(const Tensor& t) { return Shape(t.sizes().begin(), t.sizes().end() - 2); }
+
+// Element offsets of each of `batch`'s matrices in `t`, whose leading dims broadcast to `batch`
+// (missing or size-1 dims read the same matrix).
+std::vector<int64_t> batch_offsets(const Tensor& t, const Shape& batch) {
+  size_t nb = batch.size(), own = static_cast<size_t>(t.dim()) - 2;
+  Shape strides(nb, 0);
+  for (size_t d = 0; d < own; ++d) {
+    size_t bd = nb - own + d;
+    strides[bd] = t.size(static_cast<int64_t>(d)) == 1 ? 0 : t.stride(static_cast<int64_t>(d));
+  }
+  std::vector<int64_t> off;
+  off.reserve(static_cast<size_t>(shape_numel(batch)));
+  for_each_offset(batch, strides, [&](int64_t o) { off.push_back(o); });
+  return off;
+}
+
+}  // namespace
+
+Shape SdpaGeometry::out_sizes() const {
+  Shape s = batch;
+  s.push_back(L);
+  s.push_back(Ev);
+  return s;
+}
+Shape SdpaGeometry::lse_sizes() const {
+  Shape s = batch;
+  s.push_back(L);
+  return s;
+}
+
+SdpaGeometry plan_sdpa(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, const char* op) {
+  check_defined(q, op, "query");
+  check_defined(k, op, "key");
+  check_defined(v, op, "value");
+  GRAFT_CHECK(q.dim() >= 2 && k.dim() >= 2 && v.dim() >= 2, op,
+              ": query, key and value need at least 2 dims ([..., L, E]), got query ", describe(q), ", key ",
+              describe(k), ", value ", describe(v));
+  check_floating(q, op);
+  GRAFT_CHECK(k.dtype() == q.dtype() && v.dtype() == q.dtype(), op,
+              ": query, key and value must have the same dtype, got query ", describe(q), ", key ", describe(k),
+              ", value ", describe(v));
+  GRAFT_CHECK(k.device() == q.device() && v.device() == q.device(), op,
+              ": query, key and value must be on one device, got query ", describe(q), ", key ", describe(k),
+              ", value ", describe(v));
+  GRAFT_CHECK(k.size(-1) == q.size(-1), op, ": key's last dim (E) must equal query's, got query ", describe(q),
+              " and key ", describe(k));
+  GRAFT_CHECK(v.size(-2) == k.size(-2), op, ": value must have as many rows (S) as key, got key ", describe(k),
+              " and value ", describe(v));
+  SdpaGeometry g;
+  g.batch = broadcast_shapes(broadcast_shapes(batch_of(q), batch_of(k), op), batch_of(v), op);
+  g.B = shape_numel(g.batch);
+  g.L = q.size(-2);
+  g.S = k.size(-2);
+  g.E = q.size(-1);
+  g.Ev = v.size(-1);
+  for (const Tensor* t : {&q, &k, &v})
+    GRAFT_CHECK(!sdpa_operand_needs_copy(*t), op, ": internal: operand ", describe(*t), " has non-unit row stride");
+  g.q_off = batch_offsets(q, g.batch);
+  g.k_off = batch_offsets(k, g.batch);
+  g.v_off = batch_offsets(v, g.batch);
+  g.q_rs = q.stride(-2);
+  g.k_rs = k.stride(-2);
+  g.v_rs = v.stride(-2);
+  if (mask.defined()) {
+    GRAFT_CHECK(mask.device() == q.device(), op, ": attn_mask ", describe(mask), " must be on query's device ",
+                q.device());
+    GRAFT_CHECK(mask.dtype() == kBool || mask.dtype() == q.dtype(), op, ": attn_mask must be bool or query's dtype ",
+                q.dtype(), ", got ", describe(mask));
+    g.mask = mask.dtype() == kBool ? SdpaMask::Bool : SdpaMask::Additive;
+    Shape full = g.batch;
+    full.push_back(g.L);
+    full.push_back(g.S);
+    bool ok = mask.dim() >= 2 && mask.dim() <= static_cast<int64_t>(full.size());
+    for (int64_t d = 1; ok && d <= mask.dim(); ++d) {
+      int64_t ms = mask.size(-d), fs = full[full.size() - static_cast<size_t>(d)];
+      ok = ms == fs || ms == 1;
+    }
+    GRAFT_CHECK(ok, op, ": attn_mask ", describe(mask), " does not broadcast to the attention shape ",
+                shape_str(full), " (batch..., L, S)");
+    g.m_off = batch_offsets(mask, g.batch);
+    g.m_rs = mask.size(-2) == 1 ? 0 : mask.stride(-2);
+    g.m_cs = mask.size(-1) == 1 ? 0 : mask.stride(-1);
+  }
+  return g;
+}
+
+SdpaGeometry plan_sdpa_backward(const Tensor& grad_out, const Tensor& q, const Tensor& k, const Tensor& v,
+                                const Tensor& out, const Tensor& lse, const Tensor& mask, const char* op) {
+  SdpaGeometry g = plan_sdpa(q, k, v, mask, op);
+  check_defined(grad_out, op, "grad_out");
+  GRAFT_CHECK(grad_out.sizes() == g.out_sizes() && out.sizes() == g.out_sizes(), op, ": grad_out ",
+              describe(grad_out), " and out ", describe(out), " must have the output's shape ",
+              shape_str(g.out_sizes()));
+  GRAFT_CHECK(lse.sizes() == g.lse_sizes(), op, ": lse ", describe(lse), " must have shape ", shape_str(g.lse_sizes()));
+  for (const Tensor* t : {&grad_out, &out, &lse})
+    GRAFT_CHECK(t->dtype() == q.dtype() && t->device() == q.device(), op, ": ", describe(*t),
+                " must have query's dtype and device (", describe(q), ")");
+  return g;
+}
+
+}  // namespace graft::kernels

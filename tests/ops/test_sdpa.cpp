@@ -1,0 +1,188 @@
+// scaled_dot_product_attention: the fused kernel against the composed reference (every mask kind,
+// causal, odd lengths, broadcast batch dims, non-contiguous inputs, float32 and float64), values
+// pinned by PyTorch 2.15 (tests/nn/data/transformer_fixture.safetensors, made by
+// make_transformer_fixture.py beside it), argument errors, and the memory the fused path saves.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <limits>
+#include <map>
+#include <string>
+
+#include "graft.h"
+
+using namespace graft;
+
+namespace {
+
+double max_abs_diff(const Tensor& a, const Tensor& b) {
+  REQUIRE(a.sizes() == b.sizes());
+  std::vector<double> x = a.to(kFloat64).contiguous().to_vector<double>();
+  std::vector<double> y = b.to(kFloat64).contiguous().to_vector<double>();
+  double m = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (std::isnan(x[i]) || std::isnan(y[i])) return std::numeric_limits<double>::infinity();
+    m = std::max(m, std::abs(x[i] - y[i]));
+  }
+  return m;
+}
+
+struct Result {
+  Tensor out, dq, dk, dv;
+};
+
+// Forward, then backward of sum(out * g), on one backend.
+Result run(SdpaBackend backend, const Tensor& q0, const Tensor& k0, const Tensor& v0, const Tensor& mask, bool causal,
+           std::optional<double> scale = std::nullopt) {
+  Tensor q = q0.detach().requires_grad_(), k = k0.detach().requires_grad_(), v = v0.detach().requires_grad_();
+  Tensor out;
+  {
+    SdpaBackendGuard guard(backend);
+    out = scaled_dot_product_attention(q, k, v, mask, 0.0, causal, scale);
+  }
+  manual_seed(99);
+  Tensor g = randn(out.sizes(), dtype(out.dtype()));
+  (out * g).sum().backward();
+  return {out.detach(), q.grad(), k.grad(), v.grad()};
+}
+
+void check_same(const Result& a, const Result& b, double tol) {
+  CHECK(max_abs_diff(a.out, b.out) <= tol);
+  CHECK(max_abs_diff(a.dq, b.dq) <= tol);
+  CHECK(max_abs_diff(a.dk, b.dk) <= tol);
+  CHECK(max_abs_diff(a.dv, b.dv) <= tol);
+}
+
+std::map<std::string, Tensor>& fixture() {
+  static std::map<std::string, Tensor> f = nn::load_safetensors(GRAFT_TEST_DATA_DIR "/transformer_fixture.safetensors");
+  return f;
+}
+
+}  // namespace
+
+TEST_CASE("fused attention matches the composed reference for every mask kind, in float32 and float64") {
+  for (DType dt : {kFloat64, kFloat32}) {
+    double tol = dt == kFloat64 ? 1e-12 : 2e-5;
+    // Odd sizes cross the 64-row and 128-key tiles with ragged ends.
+    for (auto [L, S] : std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {5, 7}, {70, 37}, {130, 200}}) {
+      INFO("dtype " << dt << ", L " << L << ", S " << S);
+      manual_seed(static_cast<uint64_t>(L * 1000 + S));
+      const int64_t E = 24, Ev = 20;
+      Tensor q = randn({2, 3, L, E}, dtype(dt)), k = randn({2, 3, S, E}, dtype(dt)), v = randn({2, 3, S, Ev}, dtype(dt));
+      SECTION("no mask") { check_same(run(SdpaBackend::Flash, q, k, v, {}, false), run(SdpaBackend::Math, q, k, v, {}, false), tol); }
+      SECTION("causal") { check_same(run(SdpaBackend::Flash, q, k, v, {}, true), run(SdpaBackend::Math, q, k, v, {}, true), tol); }
+      SECTION("bool mask [L, S] shared by the batch, with a fully masked row") {
+        Tensor m = ops::gt(rand({L, S}), 0.4);
+        m.select(0, 0).fill_(false);
+        Result a = run(SdpaBackend::Flash, q, k, v, m, false), b = run(SdpaBackend::Math, q, k, v, m, false);
+        check_same(a, b, tol);
+        CHECK(a.out.select(-2, 0).abs().sum().item<double>() == 0);  // PyTorch: a dead row gives 0, not NaN
+        CHECK(a.dq.select(-2, 0).abs().sum().item<double>() == 0);
+      }
+      SECTION("additive mask per batch and head, with -inf entries") {
+        Tensor m = randn({2, 3, L, S}, dtype(dt));
+        m = masked_fill(m, ops::gt(rand({2, 3, L, S}), 0.8), -std::numeric_limits<double>::infinity());
+        check_same(run(SdpaBackend::Flash, q, k, v, m, false), run(SdpaBackend::Math, q, k, v, m, false), tol);
+      }
+      SECTION("bool mask broadcast over heads [2, 1, L, S]") {
+        Tensor m = ops::gt(rand({2, 1, L, S}), 0.2);
+        check_same(run(SdpaBackend::Flash, q, k, v, m, false), run(SdpaBackend::Math, q, k, v, m, false), tol);
+      }
+      SECTION("explicit scale") {
+        check_same(run(SdpaBackend::Flash, q, k, v, {}, false, 0.05), run(SdpaBackend::Math, q, k, v, {}, false, 0.05), tol);
+      }
+    }
+  }
+}
+
+TEST_CASE("fused attention reads broadcast batches and non-contiguous inputs without copies going wrong") {
+  manual_seed(5);
+  // k and v shared by the batch ([1, H]) against q [B, H]; their gradients sum over it.
+  Tensor q = randn({3, 2, 9, 16}), k = randn({1, 2, 11, 16}), v = randn({1, 2, 11, 8});
+  Result a = run(SdpaBackend::Flash, q, k, v, {}, false), b = run(SdpaBackend::Math, q, k, v, {}, false);
+  check_same(a, b, 2e-5);
+  CHECK(a.dk.sizes() == Shape{1, 2, 11, 16});
+  // [B, L, H, E] viewed as [B, H, L, E] (what MultiheadAttention produces), and a transposed value.
+  Tensor qt = randn({2, 9, 4, 16}).transpose(1, 2), kt = randn({2, 13, 4, 16}).transpose(1, 2);
+  Tensor vt = randn({2, 4, 8, 13}).transpose(-2, -1);
+  REQUIRE_FALSE(qt.is_contiguous());
+  check_same(run(SdpaBackend::Flash, qt, kt, vt, {}, true), run(SdpaBackend::Math, qt, kt, vt, {}, true), 2e-5);
+  // 2-D inputs (no batch dims).
+  Tensor q2 = randn({6, 5}), k2 = randn({4, 5}), v2 = randn({4, 3});
+  check_same(run(SdpaBackend::Flash, q2, k2, v2, {}, false), run(SdpaBackend::Math, q2, k2, v2, {}, false), 2e-5);
+}
+
+TEST_CASE("scaled_dot_product_attention gives PyTorch 2.15's values") {
+  auto& f = fixture();
+  Tensor q = f.at("sdpa.q"), k = f.at("sdpa.k"), v = f.at("sdpa.v");
+  for (SdpaBackend backend : {SdpaBackend::Flash, SdpaBackend::Math}) {
+    INFO((backend == SdpaBackend::Flash ? "flash" : "math"));
+    SdpaBackendGuard guard(backend);
+    CHECK(max_abs_diff(scaled_dot_product_attention(q, k, v), f.at("sdpa.out.plain")) < 1e-5);
+    CHECK(max_abs_diff(scaled_dot_product_attention(q, k, v, {}, 0.0, true), f.at("sdpa.out.causal")) < 1e-5);
+    CHECK(max_abs_diff(scaled_dot_product_attention(q, k, v, f.at("sdpa.bool_mask")), f.at("sdpa.out.bool")) < 1e-5);
+    CHECK(max_abs_diff(scaled_dot_product_attention(q, k, v, f.at("sdpa.float_mask")), f.at("sdpa.out.float")) < 1e-5);
+    CHECK(max_abs_diff(scaled_dot_product_attention(q, k, v, {}, 0.0, false, 0.3), f.at("sdpa.out.scale")) < 1e-5);
+    for (const char* kind : {"plain", "bool"}) {
+      INFO(kind);
+      Tensor ql = q.detach().requires_grad_(), kl = k.detach().requires_grad_(), vl = v.detach().requires_grad_();
+      Tensor m = std::string(kind) == "bool" ? f.at("sdpa.bool_mask") : Tensor();
+      (scaled_dot_product_attention(ql, kl, vl, m) * f.at("sdpa.grad_out")).sum().backward();
+      std::string p = std::string("sdpa.grad.") + kind + ".";
+      CHECK(max_abs_diff(ql.grad(), f.at(p + "q")) < 1e-5);
+      CHECK(max_abs_diff(kl.grad(), f.at(p + "k")) < 1e-5);
+      CHECK(max_abs_diff(vl.grad(), f.at(p + "v")) < 1e-5);
+    }
+  }
+}
+
+TEST_CASE("scaled_dot_product_attention rejects bad arguments with the op, shapes and dtypes") {
+  Tensor q = randn({2, 3, 4}), k = randn({2, 5, 4}), v = randn({2, 5, 6});
+  CHECK_THROWS_WITH(scaled_dot_product_attention(q, randn({2, 5, 3}), v),
+                    Catch::Contains("scaled_dot_product_attention") && Catch::Contains("[2, 5, 3]"));
+  CHECK_THROWS_WITH(scaled_dot_product_attention(q, k, randn({2, 4, 6})), Catch::Contains("value") && Catch::Contains("[2, 4, 6]"));
+  CHECK_THROWS_WITH(scaled_dot_product_attention(q, k.to(kFloat64), v), Catch::Contains("float64"));
+  CHECK_THROWS_WITH(scaled_dot_product_attention(q, k, v, ones({4, 5})), Catch::Contains("attn_mask") && Catch::Contains("[2, 3, 5]"));
+  CHECK_THROWS_WITH(scaled_dot_product_attention(q, k, v, ones({3, 5}, dtype(kInt64))), Catch::Contains("attn_mask"));
+  CHECK_THROWS_WITH(scaled_dot_product_attention(q, k, v, ones({3, 5}), 0.0, true), Catch::Contains("is_causal"));
+  CHECK_THROWS_WITH(scaled_dot_product_attention(randn({3, 4}).select(0, 0), k, v), Catch::Contains("at least 2 dims"));
+  CHECK_THROWS_WITH(scaled_dot_product_attention(randn({3, 3, 4}), k, v), Catch::Contains("broadcast"));
+  {
+    SdpaBackendGuard guard(SdpaBackend::Flash);
+    CHECK_THROWS_WITH(scaled_dot_product_attention(q, k, v, {}, 0.1), Catch::Contains("dropout"));
+  }
+  CHECK_THROWS_WITH(scaled_dot_product_attention(q, k, v, {}, 1.5), Catch::Contains("dropout_p"));
+}
+
+TEST_CASE("attention dropout keeps the expectation and the math backend takes it") {
+  manual_seed(3);
+  Tensor q = randn({1, 8, 16}), k = randn({1, 32, 16}), v = ones({1, 32, 1});
+  // Rows of the weights sum to 1, so with v = 1 each output is the kept weight mass / (1 - p).
+  Tensor out = scaled_dot_product_attention(q, k, v, {}, 0.5);
+  double mean = out.mean().item<double>();
+  CHECK(mean > 0.5);
+  CHECK(mean < 1.5);
+  CHECK(max_abs_diff(scaled_dot_product_attention(q, k, v, {}, 0.0), ones({1, 8, 1})) < 1e-5);
+}
+
+TEST_CASE("fused attention keeps far less memory than the composed version at L = 1024") {
+  manual_seed(8);
+  const int64_t B = 2, H = 4, L = 1024, E = 64;
+  auto peak = [&](SdpaBackend backend) {
+    Tensor q = randn({B, H, L, E}).requires_grad_(), k = randn({B, H, L, E}).requires_grad_(),
+           v = randn({B, H, L, E}).requires_grad_();
+    Tensor g = randn({B, H, L, E});
+    int64_t base = memory_stats(Device(DeviceType::CPU)).allocated_bytes;
+    reset_peak_memory_stats(Device(DeviceType::CPU));
+    {
+      SdpaBackendGuard guard(backend);
+      (scaled_dot_product_attention(q, k, v) * g).sum().backward();
+    }
+    return memory_stats(Device(DeviceType::CPU)).peak_allocated_bytes - base;
+  };
+  int64_t flash = peak(SdpaBackend::Flash), math = peak(SdpaBackend::Math);
+  INFO("flash " << flash << " bytes, composed " << math << " bytes");
+  // The composed path holds [B, H, L, L] scores and weights (32 MiB each); the fused path O(L E).
+  CHECK(flash * 4 <= math);
+  CHECK(flash < B * H * L * L * 4);
+}

@@ -125,6 +125,18 @@ struct Case {
 
 std::vector<Tensor> v(Tensor t) { return {std::move(t)}; }
 
+// scaled_dot_product_attention without dropout: the fused kernels (_sdpa_flash and its backward)
+// on both devices, as long as the mask does not require grad.
+Tensor attn(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& m = {}, bool causal = false,
+            std::optional<double> scale = std::nullopt) {
+  return graft::scaled_dot_product_attention(q, k, v, m, 0.0, causal, scale);
+}
+// [L, 1] int64 on `dev`: the row index of a [..., L, S] mask.
+Tensor mask_rows(const Tensor& mask, Device dev) {
+  const int64_t L = mask.size(-2);
+  return graft::arange(L, TensorOptions{}.dtype(kInt64).device(dev)).view({L, 1});
+}
+
 const std::vector<Case>& cases() {
   static const std::vector<Case> table = [] {
     std::vector<Case> t;
@@ -345,6 +357,50 @@ const std::vector<Case>& cases() {
          }, Tol::Accumulate});
     add({"norm", "layer_norm plain", {{f({4, 10})}, {f({2, 3, 8})}, {f({16, 4096})}},
          [](Tensors& x, Device) { return v(graft::layer_norm(x[0], {x[0].size(-1)}, {}, {}, 1e-3)); }, Tol::Accumulate});
+
+    // ---- fused attention: scaled_dot_product_attention -> _sdpa_flash, _sdpa_flash_backward ----
+    // Odd sizes (ragged tiles on both devices), E and Ev above 128 (several column slices of a CUDA
+    // block), L != S, broadcast batch dims, q/k/v read through per-head offsets without a copy, and
+    // masks in every layout of the harness (transposed, strided, expanded: a stride-0 row). Row 1
+    // of the second mask of each mask case sees no key: out 0, no gradient through it. Additive
+    // masks do not require grad (that takes the composed path, not the fused kernels).
+    add({"attention", "sdpa plain and scaled",
+         {{f({2, 5, 4}), f({2, 7, 4}), f({2, 7, 3})},
+          {f({2, 3, 37, 24}), f({2, 3, 53, 24}), f({2, 3, 53, 20})},
+          {f({1, 20, 160}), f({1, 19, 160}), f({1, 19, 136})}},
+         [](Tensors& x, Device) { return Tensors{attn(x[0], x[1], x[2]), attn(x[0], x[1], x[2], {}, false, 0.3)}; },
+         Tol::Accumulate});
+    add({"attention", "sdpa heads-interleaved q k v (per-head offsets, no copy)",
+         {{f({2, 5, 2, 4}), f({2, 7, 2, 4}), f({2, 7, 2, 3})}, {f({2, 37, 3, 24}), f({2, 53, 3, 24}), f({2, 53, 3, 20})}},
+         [](Tensors& x, Device) { return v(attn(x[0].transpose(1, 2), x[1].transpose(1, 2), x[2].transpose(1, 2))); },
+         Tol::Accumulate});
+    add({"attention", "sdpa causal, L < S and L > S",
+         {{f({2, 5, 4}), f({2, 7, 4}), f({2, 7, 3})},
+          {f({2, 7, 4}), f({2, 5, 4}), f({2, 5, 3})},
+          {f({2, 37, 24}), f({2, 53, 24}), f({2, 53, 20})},
+          {f({2, 53, 24}), f({2, 37, 24}), f({2, 37, 20})},
+          {f({2, 40, 136}), f({2, 33, 136}), f({2, 33, 150})}},
+         [](Tensors& x, Device) { return v(attn(x[0], x[1], x[2], {}, true)); }, Tol::Accumulate});
+    add({"attention", "sdpa bool mask, a fully masked row",
+         {{f({2, 5, 4}), f({2, 7, 4}), f({2, 7, 3}), mask({5, 7})},
+          {f({2, 3, 37, 24}), f({2, 3, 53, 24}), f({2, 3, 53, 20}), mask({2, 1, 37, 53})}},
+         [](Tensors& x, Device dev) {
+           Tensor dead = ops::logical_and(x[3], mask_rows(x[3], dev).ne(1));
+           return Tensors{attn(x[0], x[1], x[2], x[3]), attn(x[0], x[1], x[2], dead)};
+         }, Tol::Accumulate});
+    add({"attention", "sdpa additive mask, a fully masked row",
+         {{f({2, 5, 4}), f({2, 7, 4}), f({2, 7, 3}), f({5, 7}).nograd()},
+          {f({2, 3, 37, 24}), f({2, 3, 53, 24}), f({2, 3, 53, 20}), f({3, 37, 53}).nograd()}},
+         [](Tensors& x, Device dev) {
+           Tensor dead = x[3].masked_fill(mask_rows(x[3], dev).eq(1), -INFINITY);
+           return Tensors{attn(x[0], x[1], x[2], x[3]), attn(x[0], x[1], x[2], dead)};
+         }, Tol::Accumulate});
+    add({"attention", "sdpa broadcast batch dims",
+         {{f({2, 3, 5, 4}), f({1, 3, 7, 4}), f({1, 3, 7, 3})},
+          {f({2, 3, 37, 24}), f({3, 53, 24}), f({2, 1, 53, 20})},
+          {f({1, 3, 37, 24}), f({2, 3, 53, 24}), f({2, 3, 53, 20})}},
+         [](Tensors& x, Device) { return Tensors{attn(x[0], x[1], x[2]), attn(x[0], x[1], x[2], {}, true)}; },
+         Tol::Accumulate});
 
     // ---- linear algebra ----
     Case mm{"linalg", "mm", {{f({5, 7}), f({7, 3})}, {f({64, 128}), f({128, 96})}, {f({256, 512}), f({512, 384})}},
@@ -934,8 +990,8 @@ void run_category(const std::string& category) {
   CHECK(rep.failures.empty());
 }
 
-const char* const kCategories[] = {"unary", "binary", "reduce", "softmax_loss", "norm", "linalg", "conv_pool",
-                                   "index", "join",  "copy",   "view",   "factory",      "random"};
+const char* const kCategories[] = {"unary", "binary", "reduce", "softmax_loss", "norm", "attention", "linalg",
+                                   "conv_pool", "index", "join", "copy", "view", "factory", "random"};
 
 }  // namespace
 
@@ -944,6 +1000,7 @@ TEST_CASE("binary ops match the CPU", "[table]") { run_category("binary"); }
 TEST_CASE("reductions match the CPU", "[table]") { run_category("reduce"); }
 TEST_CASE("softmax and losses match the CPU", "[table]") { run_category("softmax_loss"); }
 TEST_CASE("layer norm matches the CPU", "[table]") { run_category("norm"); }
+TEST_CASE("fused attention matches the CPU, forward and backward", "[table]") { run_category("attention"); }
 TEST_CASE("matmul, bmm and linear match the CPU, also with tf32", "[table]") { run_category("linalg"); }
 TEST_CASE("convolution and pooling match the CPU", "[table]") { run_category("conv_pool"); }
 TEST_CASE("indexing ops match the CPU", "[table]") { run_category("index"); }

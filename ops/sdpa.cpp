@@ -24,6 +24,7 @@
 #include "ops/kernel_utils.h"
 #include "ops/ops.h"
 #include "ops/sdpa_plan.h"
+#include "ops/vec_math.h"
 #include "runtime/dispatcher.h"
 #include "runtime/parallel.h"
 
@@ -35,11 +36,60 @@ constexpr int64_t kBr = 64, kBc = 128;
 // Below this many multiply-adds a tile product is cheaper in loops than through sgemm's dispatch.
 constexpr int64_t kSgemmMinWork = 32 * 32 * 32;
 
+// C[M, N] += alpha * op(A) B for float32 tiles too small for sgemm (a head of 16 and 17 tokens):
+// B is packed into `pack` [K, Np] with its width padded to whole 16-lane vectors (zeros), and four
+// rows of C are accumulated at once in registers, so every step is one vector load of B and four
+// multiply-adds with no store in the K loop.
+template <bool kTransA>
+[[gnu::always_inline]] inline void small_gemm_f32(int64_t M, int64_t N, int64_t K, float alpha, const float* A,
+                                                  int64_t lda, const float* B, int64_t ldb, bool trans_b, float* C,
+                                                  int64_t ldc, std::vector<float>& pack) {
+  using namespace vec_math;
+  const int64_t Np = (N + kLanes - 1) / kLanes * kLanes;
+  pack.assign(static_cast<size_t>(K * Np), 0.0f);
+  for (int64_t kk = 0; kk < K; ++kk)
+    for (int64_t j = 0; j < N; ++j) pack[static_cast<size_t>(kk * Np + j)] = trans_b ? B[j * ldb + kk] : B[kk * ldb + j];
+  auto a_at = [&](int64_t i, int64_t kk) { return alpha * (kTransA ? A[kk * lda + i] : A[i * lda + kk]); };
+  auto add_row = [&](float* c, f32x16 v, int64_t w) {
+    if (w == kLanes) {
+      store(c, load(c) + v);
+    } else {
+      for (int64_t l = 0; l < w; ++l) c[l] += v[l];
+    }
+  };
+  for (int64_t j0 = 0; j0 < N; j0 += kLanes) {
+    const int64_t w = std::min<int64_t>(kLanes, N - j0);
+    const float* bp = pack.data() + j0;
+    int64_t i = 0;
+    for (; i + 4 <= M; i += 4) {
+      f32x16 c0 = {}, c1 = {}, c2 = {}, c3 = {};
+      for (int64_t kk = 0; kk < K; ++kk) {
+        f32x16 b = load(bp + kk * Np);
+        c0 += a_at(i, kk) * b;
+        c1 += a_at(i + 1, kk) * b;
+        c2 += a_at(i + 2, kk) * b;
+        c3 += a_at(i + 3, kk) * b;
+      }
+      add_row(C + i * ldc + j0, c0, w);
+      add_row(C + (i + 1) * ldc + j0, c1, w);
+      add_row(C + (i + 2) * ldc + j0, c2, w);
+      add_row(C + (i + 3) * ldc + j0, c3, w);
+    }
+    for (; i < M; ++i) {
+      f32x16 c0 = {};
+      for (int64_t kk = 0; kk < K; ++kk) c0 += a_at(i, kk) * load(bp + kk * Np);
+      add_row(C + i * ldc + j0, c0, w);
+    }
+  }
+}
+
 // C[M, N] = alpha * op(A) op(B) + beta * C, row-major with leading dims; op(A) is A^T when ta
 // (A stored [K, M]), op(B) is B^T when tb (B stored [N, K]). ta and tb are never both set.
+// float32: sgemm for big tiles, small_gemm_f32 otherwise; float64 (tests, gradcheck): plain loops.
 template <class T>
-void tile_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda, const T* B,
-               int64_t ldb, T beta, T* C, int64_t ldc) {
+[[gnu::always_inline]] inline void tile_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A,
+                                             int64_t lda, const T* B, int64_t ldb, T beta, T* C, int64_t ldc,
+                                             std::vector<T>& scratch) {
   if (M == 0 || N == 0) return;
   if constexpr (std::is_same_v<T, float>) {
     if (M * N * K >= kSgemmMinWork) {
@@ -54,29 +104,60 @@ void tile_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, const
     else if (beta != T(1))
       for (int64_t j = 0; j < N; ++j) c[j] *= beta;
   }
-  if (!tb) {
-    for (int64_t i = 0; i < M; ++i) {
-      T* __restrict c = C + i * ldc;
+  if constexpr (std::is_same_v<T, float>) {
+    if (ta)
+      small_gemm_f32<true>(M, N, K, alpha, A, lda, B, ldb, tb, C, ldc, scratch);
+    else
+      small_gemm_f32<false>(M, N, K, alpha, A, lda, B, ldb, tb, C, ldc, scratch);
+  } else {
+    for (int64_t i = 0; i < M; ++i)
       for (int64_t kk = 0; kk < K; ++kk) {
         T a = alpha * (ta ? A[kk * lda + i] : A[i * lda + kk]);
-        const T* __restrict b = B + kk * ldb;
-#pragma omp simd
-        for (int64_t j = 0; j < N; ++j) c[j] += a * b[j];
+        for (int64_t j = 0; j < N; ++j) C[i * ldc + j] += a * (tb ? B[j * ldb + kk] : B[kk * ldb + j]);
       }
-    }
-  } else {
-    for (int64_t i = 0; i < M; ++i) {
-      const T* __restrict a = A + i * lda;
-      T* c = C + i * ldc;
-      for (int64_t j = 0; j < N; ++j) {
-        const T* __restrict b = B + j * ldb;
-        T s = 0;
-#pragma omp simd reduction(+ : s)
-        for (int64_t kk = 0; kk < K; ++kk) s += a[kk] * b[kk];
-        c[j] += alpha * s;
+  }
+}
+
+// max over s[0, n).
+template <class T>
+[[gnu::always_inline]] inline T row_max(const T* s, int64_t n) {
+  T m = -std::numeric_limits<T>::infinity();
+  int64_t c = 0;
+  if constexpr (std::is_same_v<T, float>) {
+    using namespace vec_math;
+    if (n >= kLanes) {
+      f32x16 mv = load(s);
+      for (c = kLanes; c + kLanes <= n; c += kLanes) {
+        f32x16 v = load(s + c);
+        mv = v > mv ? v : mv;
       }
+      for (int l = 0; l < kLanes; ++l) m = std::max(m, mv[l]);
     }
   }
+  for (; c < n; ++c) m = std::max(m, s[c]);
+  return m;
+}
+
+// s[c] = exp(s[c] - shift) for c < n; returns the sum.
+template <class T>
+[[gnu::always_inline]] inline T exp_shifted(T* s, int64_t n, T shift) {
+  T sum = 0;
+  int64_t c = 0;
+  if constexpr (std::is_same_v<T, float>) {
+    using namespace vec_math;
+    f32x16 acc = {};
+    for (; c + kLanes <= n; c += kLanes) {
+      f32x16 e = vec_math::exp(load(s + c) - shift);
+      store(s + c, e);
+      acc += e;
+    }
+    for (int l = 0; l < kLanes; ++l) sum += acc[l];
+  }
+  for (; c < n; ++c) {
+    s[c] = vec_math::exp(s[c] - shift);
+    sum += s[c];
+  }
+  return sum;
 }
 
 // The mask and causality of one batch matrix, applied to a row of scores.
@@ -88,7 +169,7 @@ struct RowMask {
   bool causal = false;
 
   // s[c] is the score of query i and key j0 + c, for c < n: masked entries become -inf.
-  void apply(T* s, int64_t i, int64_t j0, int64_t n) const {
+  [[gnu::always_inline]] void apply(T* s, int64_t i, int64_t j0, int64_t n) const {
     constexpr T ninf = -std::numeric_limits<T>::infinity();
     if (kind == SdpaMask::Bool) {
       const bool* m = static_cast<const bool*>(base) + i * rs + j0 * cs;
@@ -120,129 +201,159 @@ RowMask<T> row_mask(const SdpaGeometry& g, const Tensor& mask, bool causal, int6
 // Keys a query tile [i0, i1) may see: all S, or [0, i1) when causal.
 int64_t key_end(int64_t S, int64_t i1, bool causal) { return causal ? std::min(S, i1) : S; }
 
+// What a forward or backward task reads and writes (pointers to the first element of each tensor).
 template <class T>
-void flash_forward(const SdpaGeometry& g, const T* q, const T* k, const T* v, const Tensor& mask, bool causal,
-                   T scale, T* out, T* lse) {
+struct FlashArgs {
+  const SdpaGeometry* g = nullptr;
+  const Tensor* mask = nullptr;
+  bool causal = false;
+  T scale = 1;
+  const T *q = nullptr, *k = nullptr, *v = nullptr;
+  const T *out = nullptr, *lse = nullptr, *dout = nullptr;  // backward only
+  T *out_w = nullptr, *lse_w = nullptr;                     // forward outputs
+  T *dq = nullptr, *dk = nullptr, *dv = nullptr;            // backward outputs
+};
+
+// Forward tasks [t0, t1): task t is query tile t % tiles of batch matrix t / tiles.
+template <class T>
+[[gnu::always_inline]] inline void forward_tasks(const FlashArgs<T>& a, int64_t t0, int64_t t1) {
   constexpr T ninf = -std::numeric_limits<T>::infinity();
+  const SdpaGeometry& g = *a.g;
   const int64_t L = g.L, S = g.S, E = g.E, Ev = g.Ev;
   const int64_t tiles = (L + kBr - 1) / kBr;
-  parallel_for(0, g.B * tiles, 1, [&](int64_t t0, int64_t t1) {
-    std::vector<T> sbuf(static_cast<size_t>(kBr * kBc)), acc(static_cast<size_t>(kBr * Ev));
-    std::vector<T> m(kBr), l(kBr);
-    for (int64_t t = t0; t < t1; ++t) {
-      const int64_t b = t / tiles, i0 = (t % tiles) * kBr, br = std::min(kBr, L - i0);
-      const T* qb = q + g.q_off[static_cast<size_t>(b)] + i0 * g.q_rs;
-      const T* kb = k + g.k_off[static_cast<size_t>(b)];
-      const T* vb = v + g.v_off[static_cast<size_t>(b)];
-      RowMask<T> rm = row_mask<T>(g, mask, causal, b);
-      std::fill(m.begin(), m.end(), ninf);
-      std::fill(l.begin(), l.end(), T(0));
-      std::fill(acc.begin(), acc.begin() + br * Ev, T(0));
-      const int64_t jend = key_end(S, i0 + br, causal);
-      for (int64_t j0 = 0; j0 < jend; j0 += kBc) {
-        const int64_t bc = std::min(kBc, jend - j0);
-        // s = scale * q_i k_j^T   [br, bc]
-        tile_gemm<T>(false, true, br, bc, E, scale, qb, g.q_rs, kb + j0 * g.k_rs, g.k_rs, T(0), sbuf.data(), kBc);
+  std::vector<T> sbuf(static_cast<size_t>(kBr * kBc)), acc(static_cast<size_t>(kBr * Ev));
+  std::vector<T> scratch;  // tile_gemm's packed operand
+  std::vector<T> m(kBr), l(kBr);
+  for (int64_t t = t0; t < t1; ++t) {
+    const int64_t b = t / tiles, i0 = (t % tiles) * kBr, br = std::min(kBr, L - i0);
+    const T* qb = a.q + g.q_off[static_cast<size_t>(b)] + i0 * g.q_rs;
+    const T* kb = a.k + g.k_off[static_cast<size_t>(b)];
+    const T* vb = a.v + g.v_off[static_cast<size_t>(b)];
+    RowMask<T> rm = row_mask<T>(g, *a.mask, a.causal, b);
+    std::fill(m.begin(), m.end(), ninf);
+    std::fill(l.begin(), l.end(), T(0));
+    std::fill(acc.begin(), acc.begin() + br * Ev, T(0));
+    const int64_t jend = key_end(S, i0 + br, a.causal);
+    for (int64_t j0 = 0; j0 < jend; j0 += kBc) {
+      const int64_t bc = std::min(kBc, jend - j0);
+      // s = scale * q_i k_j^T   [br, bc]
+      tile_gemm<T>(false, true, br, bc, E, a.scale, qb, g.q_rs, kb + j0 * g.k_rs, g.k_rs, T(0), sbuf.data(), kBc,
+                   scratch);
+      for (int64_t r = 0; r < br; ++r) {
+        T* s = sbuf.data() + r * kBc;
+        rm.apply(s, i0 + r, j0, bc);
+        T mnew = std::max(m[r], row_max(s, bc));
+        if (mnew == ninf) {  // nothing visible to this row yet
+          std::fill(s, s + bc, T(0));
+          continue;
+        }
+        T corr = vec_math::exp(m[r] - mnew);
+        l[r] = l[r] * corr + exp_shifted(s, bc, mnew);
+        m[r] = mnew;
+        if (corr != T(1)) {
+          T* ar = acc.data() + r * Ev;
+          for (int64_t e = 0; e < Ev; ++e) ar[e] *= corr;
+        }
+      }
+      // acc += p v_j   [br, Ev]
+      tile_gemm<T>(false, false, br, Ev, bc, T(1), sbuf.data(), kBc, vb + j0 * g.v_rs, g.v_rs, T(1), acc.data(), Ev,
+                   scratch);
+    }
+    T* ob = a.out_w + (b * L + i0) * Ev;
+    T* lb = a.lse_w + b * L + i0;
+    for (int64_t r = 0; r < br; ++r) {
+      T inv = l[r] > T(0) ? T(1) / l[r] : T(0);
+      for (int64_t e = 0; e < Ev; ++e) ob[r * Ev + e] = acc[static_cast<size_t>(r * Ev + e)] * inv;
+      lb[r] = l[r] > T(0) ? m[r] + std::log(l[r]) : ninf;
+    }
+  }
+}
+
+// Backward of batch matrices [b0, b1). One task per batch matrix: dq rows collect from every key
+// tile and dk/dv rows from every query tile, so a batch matrix stays on one thread and nothing races.
+template <class T>
+[[gnu::always_inline]] inline void backward_tasks(const FlashArgs<T>& a, int64_t b0, int64_t b1) {
+  constexpr T ninf = -std::numeric_limits<T>::infinity();
+  const SdpaGeometry& g = *a.g;
+  const int64_t L = g.L, S = g.S, E = g.E, Ev = g.Ev;
+  std::vector<T> p(static_cast<size_t>(kBr * kBc)), dp(static_cast<size_t>(kBr * kBc)), D(static_cast<size_t>(L));
+  std::vector<T> scratch;  // tile_gemm's packed operand
+  for (int64_t b = b0; b < b1; ++b) {
+    const T* qb = a.q + g.q_off[static_cast<size_t>(b)];
+    const T* kb = a.k + g.k_off[static_cast<size_t>(b)];
+    const T* vb = a.v + g.v_off[static_cast<size_t>(b)];
+    const T* dob = a.dout + b * L * Ev;
+    const T* ob = a.out + b * L * Ev;
+    const T* lb = a.lse + b * L;
+    T* dqb = a.dq + b * L * E;
+    T* dkb = a.dk + b * S * E;
+    T* dvb = a.dv + b * S * Ev;
+    std::fill(dqb, dqb + L * E, T(0));
+    std::fill(dkb, dkb + S * E, T(0));
+    std::fill(dvb, dvb + S * Ev, T(0));
+    for (int64_t i = 0; i < L; ++i) {
+      T s = 0;
+      for (int64_t e = 0; e < Ev; ++e) s += dob[i * Ev + e] * ob[i * Ev + e];
+      D[static_cast<size_t>(i)] = s;
+    }
+    RowMask<T> rm = row_mask<T>(g, *a.mask, a.causal, b);
+    for (int64_t j0 = 0; j0 < S; j0 += kBc) {
+      const int64_t bc = std::min(kBc, S - j0);
+      // Causal: query rows before j0 see none of these keys.
+      for (int64_t i0 = a.causal ? (std::min(j0, L) / kBr) * kBr : 0; i0 < L; i0 += kBr) {
+        const int64_t br = std::min(kBr, L - i0);
+        const T* qi = qb + i0 * g.q_rs;
+        const T* doi = dob + i0 * Ev;
+        tile_gemm<T>(false, true, br, bc, E, a.scale, qi, g.q_rs, kb + j0 * g.k_rs, g.k_rs, T(0), p.data(), kBc,
+                     scratch);
         for (int64_t r = 0; r < br; ++r) {
-          T* s = sbuf.data() + r * kBc;
-          rm.apply(s, i0 + r, j0, bc);
-          T mx = ninf;
-          for (int64_t c = 0; c < bc; ++c) mx = std::max(mx, s[c]);
-          T mnew = std::max(m[r], mx);
-          if (mnew == ninf) {  // nothing visible to this row yet
+          T* s = p.data() + r * kBc;
+          T li = lb[i0 + r];
+          if (li == ninf) {  // a fully masked row: no gradient flows through it
             std::fill(s, s + bc, T(0));
             continue;
           }
-          T corr = std::exp(m[r] - mnew), sum = 0;
-          for (int64_t c = 0; c < bc; ++c) {
-            s[c] = std::exp(s[c] - mnew);
-            sum += s[c];
-          }
-          l[r] = l[r] * corr + sum;
-          m[r] = mnew;
-          if (corr != T(1)) {
-            T* a = acc.data() + r * Ev;
-            for (int64_t e = 0; e < Ev; ++e) a[e] *= corr;
-          }
+          rm.apply(s, i0 + r, j0, bc);
+          exp_shifted(s, bc, li);
         }
-        // acc += p v_j   [br, Ev]
-        tile_gemm<T>(false, false, br, Ev, bc, T(1), sbuf.data(), kBc, vb + j0 * g.v_rs, g.v_rs, T(1), acc.data(), Ev);
-      }
-      T* ob = out + (b * L + i0) * Ev;
-      T* lb = lse + b * L + i0;
-      for (int64_t r = 0; r < br; ++r) {
-        T inv = l[r] > T(0) ? T(1) / l[r] : T(0);
-        for (int64_t e = 0; e < Ev; ++e) ob[r * Ev + e] = acc[static_cast<size_t>(r * Ev + e)] * inv;
-        lb[r] = l[r] > T(0) ? m[r] + std::log(l[r]) : ninf;
+        // dv_j += p^T dout_i   [bc, Ev]
+        tile_gemm<T>(true, false, bc, Ev, br, T(1), p.data(), kBc, doi, Ev, T(1), dvb + j0 * Ev, Ev, scratch);
+        // dp = dout_i v_j^T   [br, bc]
+        tile_gemm<T>(false, true, br, bc, Ev, T(1), doi, Ev, vb + j0 * g.v_rs, g.v_rs, T(0), dp.data(), kBc,
+                     scratch);
+        // ds = p * (dp - D_i), in place in dp
+        for (int64_t r = 0; r < br; ++r) {
+          const T* pr = p.data() + r * kBc;
+          T* d = dp.data() + r * kBc;
+          T Di = D[static_cast<size_t>(i0 + r)];
+          for (int64_t c = 0; c < bc; ++c) d[c] = pr[c] * (d[c] - Di);
+        }
+        // dq_i += scale * ds k_j   [br, E];  dk_j += scale * ds^T q_i   [bc, E]
+        tile_gemm<T>(false, false, br, E, bc, a.scale, dp.data(), kBc, kb + j0 * g.k_rs, g.k_rs, T(1), dqb + i0 * E, E,
+                     scratch);
+        tile_gemm<T>(true, false, bc, E, br, a.scale, dp.data(), kBc, qi, g.q_rs, T(1), dkb + j0 * E, E,
+                     scratch);
       }
     }
-  });
+  }
 }
 
+// float32 gets AVX2/AVX-512 clones of the task loops (the tile loops and vec_math inline into them).
+GRAFT_VECTOR_CLONES void forward_tasks_f32(const FlashArgs<float>& a, int64_t t0, int64_t t1) {
+  forward_tasks<float>(a, t0, t1);
+}
+GRAFT_VECTOR_CLONES void backward_tasks_f32(const FlashArgs<float>& a, int64_t b0, int64_t b1) {
+  backward_tasks<float>(a, b0, b1);
+}
 template <class T>
-void flash_backward(const SdpaGeometry& g, const T* dout, const T* q, const T* k, const T* v, const T* out,
-                    const T* lse, const Tensor& mask, bool causal, T scale, T* dq, T* dk, T* dv) {
-  constexpr T ninf = -std::numeric_limits<T>::infinity();
-  const int64_t L = g.L, S = g.S, E = g.E, Ev = g.Ev;
-  // One task per batch matrix: dq rows collect from every key tile and dk/dv rows from every query
-  // tile, so a batch matrix stays on one thread and nothing races.
-  parallel_for(0, g.B, 1, [&](int64_t b0, int64_t b1) {
-    std::vector<T> p(static_cast<size_t>(kBr * kBc)), dp(static_cast<size_t>(kBr * kBc)), D(static_cast<size_t>(L));
-    for (int64_t b = b0; b < b1; ++b) {
-      const T* qb = q + g.q_off[static_cast<size_t>(b)];
-      const T* kb = k + g.k_off[static_cast<size_t>(b)];
-      const T* vb = v + g.v_off[static_cast<size_t>(b)];
-      const T* dob = dout + b * L * Ev;
-      const T* ob = out + b * L * Ev;
-      const T* lb = lse + b * L;
-      T* dqb = dq + b * L * E;
-      T* dkb = dk + b * S * E;
-      T* dvb = dv + b * S * Ev;
-      std::fill(dqb, dqb + L * E, T(0));
-      std::fill(dkb, dkb + S * E, T(0));
-      std::fill(dvb, dvb + S * Ev, T(0));
-      for (int64_t i = 0; i < L; ++i) {
-        T s = 0;
-        for (int64_t e = 0; e < Ev; ++e) s += dob[i * Ev + e] * ob[i * Ev + e];
-        D[static_cast<size_t>(i)] = s;
-      }
-      RowMask<T> rm = row_mask<T>(g, mask, causal, b);
-      for (int64_t j0 = 0; j0 < S; j0 += kBc) {
-        const int64_t bc = std::min(kBc, S - j0);
-        // Causal: query rows before j0 see none of these keys.
-        for (int64_t i0 = causal ? (std::min(j0, L) / kBr) * kBr : 0; i0 < L; i0 += kBr) {
-          const int64_t br = std::min(kBr, L - i0);
-          const T* qi = qb + i0 * g.q_rs;
-          const T* doi = dob + i0 * Ev;
-          tile_gemm<T>(false, true, br, bc, E, scale, qi, g.q_rs, kb + j0 * g.k_rs, g.k_rs, T(0), p.data(), kBc);
-          for (int64_t r = 0; r < br; ++r) {
-            T* s = p.data() + r * kBc;
-            T li = lb[i0 + r];
-            if (li == ninf) {  // a fully masked row: no gradient flows through it
-              std::fill(s, s + bc, T(0));
-              continue;
-            }
-            rm.apply(s, i0 + r, j0, bc);
-            for (int64_t c = 0; c < bc; ++c) s[c] = std::exp(s[c] - li);
-          }
-          // dv_j += p^T dout_i   [bc, Ev]
-          tile_gemm<T>(true, false, bc, Ev, br, T(1), p.data(), kBc, doi, Ev, T(1), dvb + j0 * Ev, Ev);
-          // dp = dout_i v_j^T   [br, bc]
-          tile_gemm<T>(false, true, br, bc, Ev, T(1), doi, Ev, vb + j0 * g.v_rs, g.v_rs, T(0), dp.data(), kBc);
-          // ds = p * (dp - D_i), in place in dp
-          for (int64_t r = 0; r < br; ++r) {
-            const T* pr = p.data() + r * kBc;
-            T* d = dp.data() + r * kBc;
-            T Di = D[static_cast<size_t>(i0 + r)];
-            for (int64_t c = 0; c < bc; ++c) d[c] = pr[c] * (d[c] - Di);
-          }
-          // dq_i += scale * ds k_j   [br, E];  dk_j += scale * ds^T q_i   [bc, E]
-          tile_gemm<T>(false, false, br, E, bc, scale, dp.data(), kBc, kb + j0 * g.k_rs, g.k_rs, T(1), dqb + i0 * E, E);
-          tile_gemm<T>(true, false, bc, E, br, scale, dp.data(), kBc, qi, g.q_rs, T(1), dkb + j0 * E, E);
-        }
-      }
-    }
-  });
+void run_forward_tasks(const FlashArgs<T>& a, int64_t t0, int64_t t1) {
+  if constexpr (std::is_same_v<T, float>) forward_tasks_f32(a, t0, t1);
+  else forward_tasks<T>(a, t0, t1);
+}
+template <class T>
+void run_backward_tasks(const FlashArgs<T>& a, int64_t b0, int64_t b1) {
+  if constexpr (std::is_same_v<T, float>) backward_tasks_f32(a, b0, b1);
+  else backward_tasks<T>(a, b0, b1);
 }
 
 // A q/k/v operand as the kernels read it (sdpa_plan.h, invariant 2).
@@ -257,9 +368,18 @@ std::vector<Tensor> sdpa_flash_cpu(const Tensor& q0, const Tensor& k0, const Ten
   Tensor lse = new_tensor(g.lse_sizes(), q.dtype(), q.device());
   if (out.numel() == 0 && lse.numel() == 0) return {out, lse};
   dispatch_floating(q.dtype(), op, [&]<class T>() {
-    flash_forward<T>(g, static_cast<const T*>(q.data_ptr()), static_cast<const T*>(k.data_ptr()),
-                     static_cast<const T*>(v.data_ptr()), mask, is_causal, static_cast<T>(scale),
-                     static_cast<T*>(out.data_ptr()), static_cast<T*>(lse.data_ptr()));
+    FlashArgs<T> a;
+    a.g = &g;
+    a.mask = &mask;
+    a.causal = is_causal;
+    a.scale = static_cast<T>(scale);
+    a.q = static_cast<const T*>(q.data_ptr());
+    a.k = static_cast<const T*>(k.data_ptr());
+    a.v = static_cast<const T*>(v.data_ptr());
+    a.out_w = static_cast<T*>(out.data_ptr());
+    a.lse_w = static_cast<T*>(lse.data_ptr());
+    const int64_t tiles = (g.L + kBr - 1) / kBr;
+    parallel_for(0, g.B * tiles, 1, [&](int64_t t0, int64_t t1) { run_forward_tasks<T>(a, t0, t1); });
   });
   return {out, lse};
 }
@@ -279,11 +399,21 @@ std::vector<Tensor> sdpa_flash_backward_cpu(const Tensor& grad_out, const Tensor
   Tensor dk = new_tensor(dk_sizes, q.dtype(), q.device());
   Tensor dv = new_tensor(dv_sizes, q.dtype(), q.device());
   dispatch_floating(q.dtype(), op, [&]<class T>() {
-    flash_backward<T>(g, static_cast<const T*>(go.data_ptr()), static_cast<const T*>(q.data_ptr()),
-                      static_cast<const T*>(k.data_ptr()), static_cast<const T*>(v.data_ptr()),
-                      static_cast<const T*>(oc.data_ptr()), static_cast<const T*>(lc.data_ptr()), mask, is_causal,
-                      static_cast<T>(scale), static_cast<T*>(dq.data_ptr()), static_cast<T*>(dk.data_ptr()),
-                      static_cast<T*>(dv.data_ptr()));
+    FlashArgs<T> a;
+    a.g = &g;
+    a.mask = &mask;
+    a.causal = is_causal;
+    a.scale = static_cast<T>(scale);
+    a.q = static_cast<const T*>(q.data_ptr());
+    a.k = static_cast<const T*>(k.data_ptr());
+    a.v = static_cast<const T*>(v.data_ptr());
+    a.out = static_cast<const T*>(oc.data_ptr());
+    a.lse = static_cast<const T*>(lc.data_ptr());
+    a.dout = static_cast<const T*>(go.data_ptr());
+    a.dq = static_cast<T*>(dq.data_ptr());
+    a.dk = static_cast<T*>(dk.data_ptr());
+    a.dv = static_cast<T*>(dv.data_ptr());
+    parallel_for(0, g.B, 1, [&](int64_t b0, int64_t b1) { run_backward_tasks<T>(a, b0, b1); });
   });
   return {dq, dk, dv};
 }

@@ -78,10 +78,12 @@ std::pair<Tensor, Tensor> MultiheadAttention::forward(const Tensor& query, const
   // Projections: one matmul when it is self-attention, else one per input with the weight's rows.
   Tensor qp, kp, vp;
   if (query.is_same(key) && key.is_same(value)) {
-    Tensor qkv = graft::linear(q, in_proj_weight, in_proj_bias);  // [N, L, 3E]
-    qp = qkv.narrow(-1, 0, embed_dim);
-    kp = qkv.narrow(-1, embed_dim, embed_dim);
-    vp = qkv.narrow(-1, 2 * embed_dim, embed_dim);
+    // [N, L, 3E] split in three views; split's backward is one cat (narrow's would be three
+    // zero-filled buffers and copies).
+    std::vector<Tensor> qkv = graft::split(graft::linear(q, in_proj_weight, in_proj_bias), embed_dim, -1);
+    qp = qkv[0];
+    kp = qkv[1];
+    vp = qkv[2];
   } else {
     auto rows = [&](const Tensor& t, int64_t i) { return t.defined() ? t.narrow(0, i * embed_dim, embed_dim) : Tensor(); };
     qp = graft::linear(q, rows(in_proj_weight, 0), rows(in_proj_bias, 0));

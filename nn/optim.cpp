@@ -159,4 +159,18 @@ double CosineAnnealingLR::lr_at(int64_t epoch) const {
                                                         static_cast<double>(T_max))) / 2;
 }
 
+WarmupCosineLR::WarmupCosineLR(Optimizer& opt, int64_t warmup, int64_t total, double eta_min_)
+    : LRScheduler(opt), warmup_steps(warmup), total_steps(total), eta_min(eta_min_) {
+  GRAFT_CHECK(warmup >= 0 && total > warmup, "WarmupCosineLR: need 0 <= warmup_steps < total_steps, got warmup_steps=",
+              warmup, ", total_steps=", total);
+  optimizer_.set_lr(lr_at(0));
+}
+
+double WarmupCosineLR::lr_at(int64_t epoch) const {
+  double k = static_cast<double>(epoch + 1), w = static_cast<double>(warmup_steps);
+  if (k <= w) return base_lr_ * k / w;
+  return eta_min + (base_lr_ - eta_min) *
+                       (1 + std::cos(std::numbers::pi * std::min(1.0, (k - w) / static_cast<double>(total_steps - warmup_steps)))) / 2;
+}
+
 }  // namespace graft::optim

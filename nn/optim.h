@@ -110,4 +110,19 @@ class CosineAnnealingLR : public LRScheduler {
   double lr_at(int64_t epoch) const override;
 };
 
+// Linear warmup, then cosine to eta_min: step e (from 0) runs at
+//   base_lr * (e + 1) / warmup                                          for e < warmup,
+//   eta_min + (base_lr - eta_min) * (1 + cos(pi * (e + 1 - warmup) / (total - warmup))) / 2   after,
+// so no step runs at lr 0 and the last reaches eta_min (PyTorch: SequentialLR of LinearLR and
+// CosineAnnealingLR). The constructor sets step 0's lr.
+class WarmupCosineLR : public LRScheduler {
+ public:
+  WarmupCosineLR(Optimizer& optimizer, int64_t warmup_steps, int64_t total_steps, double eta_min = 0);
+  int64_t warmup_steps, total_steps;
+  double eta_min;
+
+ protected:
+  double lr_at(int64_t epoch) const override;
+};
+
 }  // namespace graft::optim

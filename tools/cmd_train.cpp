@@ -28,10 +28,16 @@ namespace {
 using clk = std::chrono::steady_clock;
 double seconds_since(clk::time_point t) { return std::chrono::duration<double>(clk::now() - t).count(); }
 
-std::unique_ptr<optim::Optimizer> make_optimizer(const std::string& name, std::vector<Tensor> params, double lr) {
-  if (name == "sgd") return std::make_unique<optim::SGD>(std::move(params), lr, 0.9);
-  if (name == "adam") return std::make_unique<optim::Adam>(std::move(params), lr);
-  if (name == "adamw") return std::make_unique<optim::AdamW>(std::move(params), lr);
+// weight_decay < 0: the optimizer's own default (0 for sgd and adam, 0.01 for adamw).
+std::unique_ptr<optim::Optimizer> make_optimizer(const std::string& name, std::vector<Tensor> params, double lr,
+                                                 double weight_decay) {
+  if (name == "sgd") return std::make_unique<optim::SGD>(std::move(params), lr, 0.9, 0, std::max(0.0, weight_decay));
+  if (name == "adam")
+    return std::make_unique<optim::Adam>(std::move(params), lr, std::pair<double, double>{0.9, 0.999}, 1e-8,
+                                         std::max(0.0, weight_decay));
+  if (name == "adamw")
+    return std::make_unique<optim::AdamW>(std::move(params), lr, std::pair<double, double>{0.9, 0.999}, 1e-8,
+                                          weight_decay < 0 ? 1e-2 : weight_decay);
   GRAFT_ERROR("train: unknown optimizer '", name, "' (expected sgd, adam or adamw)");
 }
 
@@ -57,7 +63,7 @@ Tensor prepare_images(const Tensor& images, Device device, bool normalize) {
   return normalize ? (x - 0.2860) * (1.0 / 0.3530) : x;
 }
 
-EvalResult evaluate(nn::Sequential& model, const data::FashionMnist& test, Device device, bool normalize) {
+EvalResult evaluate(nn::Module& model, const data::FashionMnist& test, Device device, bool normalize) {
   InferenceMode inference;  // no autograd state, no version counters: the cheapest forward
   model.eval();
   data::DataLoader loader(test, 1000);
@@ -208,20 +214,29 @@ int run_train(const TrainOptions& o) {
   manual_seed(o.seed);
   Device device = parse_device(o.device);
   data::FashionMnist train_set(o.data, true), test_set(o.data, false);
-  auto model = make_model(o.model);
+  TrainModel tm = make_model(o.model);
+  auto& model = tm.module;
   model->to(device);
   // CPU convolutions run reorder-free on channels-last activations (ops/conv.cpp).
   if (device.is_cpu()) model->to(MemoryFormat::ChannelsLast);
-  auto opt = make_optimizer(o.optimizer, model->parameters(), o.lr);
+  auto opt = make_optimizer(o.optimizer, model->parameters(), o.lr, o.weight_decay);
   std::shared_ptr<nn::AutoCheckpoint> budgeted;
   if (!o.memory_budget.empty()) {
     GRAFT_CHECK(o.checkpoint == "none", "train: --memory-budget plans checkpointing itself; drop --checkpoint ",
                 o.checkpoint);
-    budgeted = std::make_shared<nn::AutoCheckpoint>(model, parse_bytes(o.memory_budget));
+    budgeted = std::make_shared<nn::AutoCheckpoint>(tm.stages, parse_bytes(o.memory_budget));
   }
   data::DataLoader loader(train_set, o.batch_size, /*shuffle=*/true, /*drop_last=*/false, o.seed);
   std::unique_ptr<optim::LRScheduler> sched;
-  if (o.schedule == "cosine") sched = std::make_unique<optim::CosineAnnealingLR>(*opt, o.epochs * loader.num_batches());
+  GRAFT_CHECK(o.warmup_epochs == 0 || o.schedule == "cosine", "train: --warmup-epochs ", o.warmup_epochs,
+              " needs --schedule cosine (got ", o.schedule, ")");
+  GRAFT_CHECK(o.warmup_epochs < o.epochs || o.warmup_epochs == 0, "train: --warmup-epochs ", o.warmup_epochs,
+              " must be fewer than --epochs ", o.epochs);
+  if (o.schedule == "cosine" && o.warmup_epochs > 0)
+    sched = std::make_unique<optim::WarmupCosineLR>(*opt, o.warmup_epochs * loader.num_batches(),
+                                                    o.epochs * loader.num_batches());
+  else if (o.schedule == "cosine")
+    sched = std::make_unique<optim::CosineAnnealingLR>(*opt, o.epochs * loader.num_batches());
   if (o.schedule == "step") sched = std::make_unique<optim::StepLR>(*opt, loader.num_batches(), 0.1);
   std::ofstream metrics;
   if (!o.metrics.empty()) {
@@ -230,10 +245,13 @@ int run_train(const TrainOptions& o) {
     metrics << "kind,epoch,step,loss,test_loss,test_accuracy,samples_per_s,seconds\n";
   }
   bool tty = isatty(fileno(stderr)) != 0;
-  std::printf("graft train: model %s, %lld epochs, batch %lld, %s lr %g (%s schedule), %s inputs, device %s, "
+  std::string sched_text = o.schedule + " schedule";
+  if (o.warmup_epochs > 0) sched_text = std::to_string(o.warmup_epochs) + " warmup epoch(s), then " + sched_text;
+  std::string wd_text = o.weight_decay >= 0 ? ", weight decay " + tick_label(o.weight_decay) : "";
+  std::printf("graft train: model %s, %lld epochs, batch %lld, %s lr %g%s (%s), %s inputs, device %s, "
               "checkpoint %s%s, seed %llu\n",
               o.model.c_str(), static_cast<long long>(o.epochs), static_cast<long long>(o.batch_size),
-              o.optimizer.c_str(), o.lr, o.schedule.c_str(), o.normalize ? "standardised" : "raw [0,1]", device.str().c_str(), o.checkpoint.c_str(), o.save_on_cpu ? ", save-on-cpu" : "",
+              o.optimizer.c_str(), o.lr, wd_text.c_str(), sched_text.c_str(), o.normalize ? "standardised" : "raw [0,1]", device.str().c_str(), o.checkpoint.c_str(), o.save_on_cpu ? ", save-on-cpu" : "",
               static_cast<unsigned long long>(o.seed));
   // Peak memory of the training steps (evaluation excluded: its batches of 1000 would hide the
   // steps), reported above what exists before the first step (the data set, about 188 MiB as
@@ -250,8 +268,8 @@ int run_train(const TrainOptions& o) {
     GRAFT_CHECK(b.has_value(), "train: --memory-timeline needs at least one batch");
     Tensor x = prepare_images(b->images, device, o.normalize), y = b->labels.to(device);
     std::vector<std::pair<std::string, std::function<Tensor()>>> modes;
-    modes.emplace_back("plain", [&] { return run_model(*model, x, "none"); });
-    if (o.checkpoint != "none") modes.emplace_back("checkpoint " + o.checkpoint, [&] { return run_model(*model, x, o.checkpoint); });
+    modes.emplace_back("plain", [&] { return run_model(*tm.stages, x, "none"); });
+    if (o.checkpoint != "none") modes.emplace_back("checkpoint " + o.checkpoint, [&] { return run_model(*tm.stages, x, o.checkpoint); });
     if (budgeted) modes.emplace_back("budget " + o.memory_budget, [&] { return (*budgeted)(x); });
     std::vector<TimelineSeries> series;
     Generator& gen = default_generator(device);
@@ -284,7 +302,7 @@ int run_train(const TrainOptions& o) {
       {
         std::unique_ptr<autograd::SaveOnCpu> keep_on_cpu;
         if (o.save_on_cpu) keep_on_cpu = std::make_unique<autograd::SaveOnCpu>(device.is_cuda());
-        loss = cross_entropy(budgeted ? (*budgeted)(x) : run_model(*model, x, o.checkpoint), y);
+        loss = cross_entropy(budgeted ? (*budgeted)(x) : run_model(*tm.stages, x, o.checkpoint), y);
         if (budgeted && budgeted->replans() > planned) {
           planned = budgeted->replans();
           predicted_peak = std::max(predicted_peak, budgeted->plan().predicted_peak_bytes);
@@ -362,7 +380,7 @@ int run_train(const TrainOptions& o) {
 int run_eval(const std::string& model_name, const std::string& path, const std::string& data_dir, const std::string& dev,
              bool normalize) {
   Device device = parse_device(dev);
-  auto model = make_model(model_name);
+  auto model = make_model(model_name).module;
   nn::load(*model, path);
   model->to(device);
   if (device.is_cpu()) model->to(MemoryFormat::ChannelsLast);

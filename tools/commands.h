@@ -20,6 +20,8 @@ struct TrainOptions {
   bool save_on_cpu = false;
   bool profile = false;  // print a per-op table (calls, total, mean) of the training steps
   std::string schedule = "cosine";
+  int64_t warmup_epochs = 0;  // linear warmup before the cosine schedule
+  double weight_decay = -1;   // < 0: the optimizer's default
   bool normalize = true;
   uint64_t seed = 0;
   std::string save, metrics, plot;

@@ -65,7 +65,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   graft::tools::TrainOptions to;
   auto* train = app.add_subcommand("train", "Train a model on Fashion-MNIST");
-  train->add_option("--model", to.model, "mlp or cnn")->check(CLI::IsMember({"mlp", "cnn"}))->capture_default_str();
+  train->add_option("--model", to.model,
+                    "mlp, cnn or vit (vit: patch 7, dim 64, depth 6, 4 heads, MLP 128, CLS, pre-norm; its recipe, "
+                    "for flags not given: adamw, lr 2e-3, weight decay 0.05, 1 warmup epoch, then cosine)")
+      ->check(CLI::IsMember({"mlp", "cnn", "vit"}))->capture_default_str();
   train->add_option("--epochs", to.epochs, "Epochs")->check(positive_int())->capture_default_str();
   train->add_option("--batch-size", to.batch_size, "Batch size")->check(positive_int())->capture_default_str();
   train->add_option("--lr", to.lr, "Learning rate")->check(positive_real())->capture_default_str();
@@ -76,6 +79,10 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"none", "sqrt", "nested"}))->capture_default_str();
   train->add_option("--schedule", to.schedule, "Learning-rate schedule per step: none, cosine (to 0 over the run) or step (x0.1 each epoch)")
       ->check(CLI::IsMember({"none", "cosine", "step"}))->capture_default_str();
+  train->add_option("--weight-decay", to.weight_decay, "Weight decay (default: the optimizer's: 0, or 0.01 for adamw)")
+      ->check(CLI::Range(0.0, 1e9));
+  train->add_option("--warmup-epochs", to.warmup_epochs, "Epochs of linear learning-rate warmup before the cosine schedule")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40))->capture_default_str();
   train->add_flag("--normalize,!--no-normalize", to.normalize,
                   "Standardise pixels with the training set's mean and std (0.2860, 0.3530); on by default");
   train->add_option("--memory-budget", to.memory_budget,
@@ -95,7 +102,7 @@ int main(int argc, char** argv) {
   train->add_option("--data", to.data, "Fashion-MNIST directory (IDX .gz files)")->capture_default_str();
   std::string eval_model = "mlp", eval_load, eval_data = to.data, eval_device = "cpu";
   auto* eval = app.add_subcommand("eval", "Evaluate saved weights on the Fashion-MNIST test set");
-  eval->add_option("--model", eval_model, "mlp or cnn")->check(CLI::IsMember({"mlp", "cnn"}))->capture_default_str();
+  eval->add_option("--model", eval_model, "mlp, cnn or vit")->check(CLI::IsMember({"mlp", "cnn", "vit"}))->capture_default_str();
   eval->add_option("--load", eval_load, "Weights written by graft train --save")->required();
   eval->add_option("--data", eval_data, "Fashion-MNIST directory")->capture_default_str();
   eval->add_option("--device", eval_device, "cpu or cuda[:N]")->capture_default_str();
@@ -111,7 +118,15 @@ int main(int argc, char** argv) {
   try {
     if (*info) return graft::tools::run_info();
     if (*demo) return graft::tools::run_demo();
-    if (*train) return graft::tools::run_train(to);
+    if (*train) {
+      if (to.model == "vit") {  // the ViT recipe, for what the command line leaves open
+        if (train->count("--optimizer") == 0) to.optimizer = "adamw";
+        if (train->count("--lr") == 0) to.lr = 2e-3;
+        if (train->count("--weight-decay") == 0) to.weight_decay = 0.05;
+        if (train->count("--warmup-epochs") == 0 && to.epochs > 1) to.warmup_epochs = 1;
+      }
+      return graft::tools::run_train(to);
+    }
     if (*eval) return graft::tools::run_eval(eval_model, eval_load, eval_data, eval_device, eval_normalize);
     if (*bench) return graft::tools::run_bench(bo);
   } catch (const graft::Error& e) {

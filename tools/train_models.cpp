@@ -5,11 +5,16 @@
 #include "nn/flatten.h"
 #include "nn/linear.h"
 #include "nn/pooling.h"
+#include "nn/vision_transformer.h"
 #include "runtime/error.h"
 
 namespace graft::tools {
 
-std::shared_ptr<nn::Sequential> make_model(const std::string& name) {
+TrainModel make_model(const std::string& name) {
+  if (name == "vit") {
+    auto vit = std::make_shared<nn::VisionTransformer>();  // its defaults are this recipe's model
+    return {vit, vit->stages()};
+  }
   auto m = std::make_shared<nn::Sequential>();
   if (name == "mlp") {
     m->push_back(std::make_shared<nn::Flatten>());
@@ -28,9 +33,9 @@ std::shared_ptr<nn::Sequential> make_model(const std::string& name) {
     m->push_back(std::make_shared<nn::ReLU>());
     m->push_back(std::make_shared<nn::Linear>(128, 10));
   } else {
-    GRAFT_ERROR("unknown model '", name, "' (expected mlp or cnn)");
+    GRAFT_ERROR("unknown model '", name, "' (expected mlp, cnn or vit)");
   }
-  return m;
+  return {m, m};
 }
 
 }  // namespace graft::tools

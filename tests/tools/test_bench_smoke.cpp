@@ -85,3 +85,15 @@ TEST_CASE("GRAFT_CONTENTION=fixed turns the contention monitor off, and graft in
   INFO(fixed);
   CHECK(fixed.find("(fixed: GRAFT_CONTENTION=fixed)") != std::string::npos);
 }
+
+TEST_CASE("graft bench runs the attention and ViT workloads") {
+  const char* exe = std::getenv("GRAFT_EXE");
+  REQUIRE(exe != nullptr);
+  int status = 0;
+  std::string out = run(std::string(exe) + " bench --filter '^(sdpa_L16|vit)$' --repeat 1", status);
+  CHECK(status == 0);
+  INFO(out);
+  CHECK(out.find("sdpa_L16_ms ") != std::string::npos);
+  CHECK(out.find("vit_step_ms ") != std::string::npos);
+  CHECK(out.find("sdpa_L64_ms") == std::string::npos);
+}

@@ -349,6 +349,71 @@ std::vector<Figure> bench_train_epoch(int repeat, Device device) {
   return out;
 }
 
+// scaled_dot_product_attention, forward + backward: q, k, v = randn [4, 4, L, 64] (batch 4, heads
+// 4, head dim 64), no mask; out.backward(g) with a fixed g, grads set to none between iterations
+// (outside the timed region), as libtorch_reference.cpp. At L = 1024 also the composed version
+// (matmul, softmax, matmul) and both paths' peak bytes above the inputs: what the fused kernel saves.
+std::vector<Figure> bench_sdpa(int L, bool causal, int repeat, Device device) {
+  manual_seed(0);
+  TensorOptions o = TensorOptions{}.device(device);
+  Tensor q = randn({4, 4, L, 64}, o).requires_grad_(), k = randn({4, 4, L, 64}, o).requires_grad_(),
+         v = randn({4, 4, L, 64}, o).requires_grad_();
+  Tensor g = randn({4, 4, L, 64}, o);
+  auto clear = [&] {
+    for (Tensor* t : {&q, &k, &v}) t->mutable_grad() = Tensor();
+  };
+  auto run = [&](SdpaBackend backend, int reps, const std::string& name) {
+    SdpaBackendGuard guard(backend);
+    std::vector<double> t;
+    for (int i = 0; i < reps + 2; ++i) {
+      clear();
+      sync(device);
+      double t0 = now_ms();
+      scaled_dot_product_attention(q, k, v, {}, 0.0, causal).backward(g);
+      sync(device);
+      if (i >= 2) t.push_back(now_ms() - t0);  // two warm-ups
+    }
+    clear();
+    return summarize(name, "ms", t);
+  };
+  std::string tag = std::string(causal ? "sdpa_causal_L" : "sdpa_L") + std::to_string(L);
+  std::vector<Figure> out{run(SdpaBackend::Auto, repeat, tag + "_ms")};
+  if (L == 1024 && !causal) {
+    out.push_back(run(SdpaBackend::Math, std::max(1, repeat / 2), "sdpa_composed_L1024_ms"));
+    for (SdpaBackend backend : {SdpaBackend::Flash, SdpaBackend::Math}) {
+      SdpaBackendGuard guard(backend);
+      sync(device);
+      int64_t base = memory_stats(device).allocated_bytes;
+      reset_peak_memory_stats(device);
+      scaled_dot_product_attention(q, k, v, {}, 0.0, causal).backward(g);
+      sync(device);
+      double mib = static_cast<double>(memory_stats(device).peak_allocated_bytes - base) / (1 << 20);
+      clear();
+      out.push_back(summarize(backend == SdpaBackend::Flash ? "sdpa_L1024_peak_mib" : "sdpa_composed_L1024_peak_mib",
+                              "MiB", {mib}));
+    }
+  }
+  return out;
+}
+
+// One AdamW step (lr 2e-3, weight decay 0.05) of graft train's ViT (nn::VisionTransformer's
+// defaults: patch 7, dim 64, depth 6, 4 heads, MLP 128) on a fixed batch of 128 randn images with
+// random labels, as libtorch_reference.cpp's bench_vit.
+std::vector<Figure> bench_vit(int repeat, Device device) {
+  manual_seed(0);
+  auto model = std::make_shared<nn::VisionTransformer>();
+  model->to(device);
+  if (device.is_cpu()) model->to(MemoryFormat::ChannelsLast);  // as graft train
+  optim::AdamW opt(model->parameters(), 2e-3, {0.9, 0.999}, 1e-8, 0.05);
+  Tensor x = randn({128, 1, 28, 28}, TensorOptions{}.device(device)), y = randint(0, 10, {128}).to(device);
+  auto t = time_ms(device, repeat, 2, [&] {
+    opt.zero_grad(true);
+    cross_entropy((*model)(x), y).backward();
+    opt.step();
+  });
+  return {summarize("vit_step_ms", "ms", t)};
+}
+
 // CUDA only: 100k random allocations and frees of 1 B - 4 MiB (log-uniform sizes, at most 64 live)
 // through the caching allocator, against the same sequence with raw cudaMalloc/cudaFree. The
 // sequence is fixed, so both sides do exactly the same requests.
@@ -569,6 +634,12 @@ const std::vector<Workload>& workloads() {
       {"deep_mlp_budget", bench_deep_mlp_budget, 3, kOnBoth, timeline_deep_mlp},
       {"deep_mlp_disk", bench_deep_mlp_disk, 3, kOnCpu, timeline_deep_mlp},
       {"train_epoch", bench_train_epoch, 3},
+      {"sdpa_L16", [](int r, Device d) { return bench_sdpa(16, false, r, d); }, 50},
+      {"sdpa_L64", [](int r, Device d) { return bench_sdpa(64, false, r, d); }, 30},
+      {"sdpa_L256", [](int r, Device d) { return bench_sdpa(256, false, r, d); }, 10},
+      {"sdpa_L1024", [](int r, Device d) { return bench_sdpa(1024, false, r, d); }, 5},
+      {"sdpa_causal_L1024", [](int r, Device d) { return bench_sdpa(1024, true, r, d); }, 5},
+      {"vit", bench_vit, 10},
       {"eval", bench_eval, 10},
   };
   return w;

@@ -197,6 +197,112 @@ std::vector<Figure> bench_deep_mlp(int repeat) {
   return out;
 }
 
+// scaled_dot_product_attention, forward + backward: q, k, v = randn [4, 4, L, 64] (batch 4, heads 4,
+// head dim 64), no mask, no dropout; out.backward(g) with a fixed g. The grads are set to none
+// between iterations, outside the timed region, so each backward writes fresh ones. libtorch 1.13
+// has no scaled_dot_product_attention (added in 2.0): there these workloads print nothing.
+std::vector<Figure> bench_sdpa(int L, bool causal, int repeat) {
+#if TORCH_VERSION_MAJOR >= 2
+  torch::manual_seed(0);
+  auto q = torch::randn({4, 4, L, 64}).requires_grad_(), k = torch::randn({4, 4, L, 64}).requires_grad_(),
+       v = torch::randn({4, 4, L, 64}).requires_grad_();
+  auto g = torch::randn({4, 4, L, 64});
+  auto iteration = [&] {
+    auto out = torch::scaled_dot_product_attention(q, k, v, {}, 0.0, causal);
+    out.backward(g);
+  };
+  auto clear = [&] {
+    for (auto* t : {&q, &k, &v}) t->mutable_grad().reset();
+  };
+  for (int i = 0; i < 2; ++i) {
+    iteration();
+    clear();
+  }
+  std::vector<double> t;
+  for (int i = 0; i < repeat; ++i) {
+    double t0 = now_ms();
+    iteration();
+    t.push_back(now_ms() - t0);
+    clear();
+  }
+  return {summarize(std::string(causal ? "sdpa_causal_L" : "sdpa_L") + std::to_string(L) + "_ms", "ms", t)};
+#else
+  (void)L, (void)causal, (void)repeat;
+  return {};
+#endif
+}
+
+// The ViT of graft_workloads.cpp (the same model as libtorch_train_reference.cpp's `vit` mode):
+// patch embedding Conv2d(1, 64, 7, stride 7) -> [N, 16, 64], a learned CLS token prepended and a
+// learned positional embedding [17, 64] added, 6 pre-norm encoder layers (d_model 64, 4 heads,
+// feed-forward 128, GELU, no dropout), a final LayerNorm and Linear(64, 10) on token 0.
+// libtorch's C++ TransformerEncoderLayer has neither norm_first nor batch_first (1.13 and 2.x
+// alike: it is post-norm over [L, N, E] only), so the pre-norm layer is written here from the same
+// parts Python's nn.TransformerEncoderLayer(norm_first=True) uses: x + attn(norm1(x)), then
+// x + linear2(gelu(linear1(norm2(x)))), with torch::nn::MultiheadAttention (no batch_first in C++
+// either: the sequence is kept as [L, N, E] through the encoder). Unlike Python's
+// nn.TransformerEncoder, which deep-copies one layer, each layer is initialised independently; and
+// C++'s MultiheadAttention computes the attention with bmm, softmax, bmm where Python's (with
+// need_weights=False) calls scaled_dot_product_attention: at 17 tokens the difference is small.
+struct VitBlockImpl : torch::nn::Module {
+  torch::nn::LayerNorm norm1{nullptr}, norm2{nullptr};
+  torch::nn::MultiheadAttention self_attn{nullptr};
+  torch::nn::Linear linear1{nullptr}, linear2{nullptr};
+  VitBlockImpl(int64_t d, int64_t heads, int64_t ff) {
+    norm1 = register_module("norm1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({d})));
+    self_attn = register_module("self_attn", torch::nn::MultiheadAttention(torch::nn::MultiheadAttentionOptions(d, heads)));
+    norm2 = register_module("norm2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({d})));
+    linear1 = register_module("linear1", torch::nn::Linear(d, ff));
+    linear2 = register_module("linear2", torch::nn::Linear(ff, d));
+  }
+  torch::Tensor forward(torch::Tensor x) {  // [L, N, E]
+    auto h = norm1(x);
+    x = x + std::get<0>(self_attn->forward(h, h, h, torch::Tensor(), /*need_weights=*/false));
+    return x + linear2(torch::gelu(linear1(norm2(x))));
+  }
+};
+TORCH_MODULE(VitBlock);
+
+struct VitImpl : torch::nn::Module {
+  torch::nn::Conv2d patch{nullptr};
+  torch::Tensor cls, pos;
+  std::vector<VitBlock> blocks;
+  torch::nn::LayerNorm norm{nullptr};
+  torch::nn::Linear head{nullptr};
+  VitImpl() {
+    patch = register_module("patch", torch::nn::Conv2d(torch::nn::Conv2dOptions(1, 64, 7).stride(7)));
+    cls = register_parameter("cls", torch::randn({1, 1, 64}) * 0.02);
+    pos = register_parameter("pos", torch::randn({17, 64}) * 0.02);
+    for (int i = 0; i < 6; ++i) blocks.push_back(register_module("layer" + std::to_string(i), VitBlock(64, 4, 128)));
+    norm = register_module("norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({64})));
+    head = register_module("head", torch::nn::Linear(64, 10));
+  }
+  torch::Tensor forward(torch::Tensor x) {  // [N, 1, 28, 28] -> [N, 10]
+    auto h = patch(x).flatten(2).transpose(1, 2);                    // [N, 16, 64]
+    h = torch::cat({cls.expand({h.size(0), 1, 64}), h}, 1) + pos;    // [N, 17, 64]
+    h = h.transpose(0, 1);                                           // [17, N, 64]
+    for (auto& b : blocks) h = b(h);
+    return head(norm(h)[0]);                                         // token 0
+  }
+};
+TORCH_MODULE(Vit);
+
+// One AdamW step (lr 2e-3, weight decay 0.05) of the ViT on a fixed batch of 128 randn images.
+std::vector<Figure> bench_vit(int repeat) {
+  torch::manual_seed(0);
+  Vit model;
+  torch::optim::AdamW opt(model->parameters(), torch::optim::AdamWOptions(2e-3).weight_decay(0.05));
+  auto x = torch::randn({128, 1, 28, 28});
+  auto y = torch::randint(0, 10, {128});
+  auto t = time_ms(repeat, 2, [&] {
+    grads_to_none(opt);
+    auto loss = torch::nn::functional::cross_entropy(model->forward(x), y);
+    loss.backward();
+    opt.step();
+  });
+  return {summarize("vit_step_ms", "ms", t)};
+}
+
 struct Workload {
   std::string name;
   std::vector<Figure> (*run)(int);
@@ -258,7 +364,13 @@ int main(int argc, char** argv) {
   std::vector<Workload> ws = {{"engine", bench_engine, 10},        {"mlp", bench_mlp, 10},
                               {"cnn", bench_cnn, 5},              {"matmul1024", bench_matmul, 10},
                               {"elementwise_add", bench_add, 10}, {"deep_mlp", bench_deep_mlp, 3},
-                              {"train_epoch", bench_train_epoch, 3}};
+                              {"train_epoch", bench_train_epoch, 3},
+                              {"sdpa_L16", [](int r) { return bench_sdpa(16, false, r); }, 50},
+                              {"sdpa_L64", [](int r) { return bench_sdpa(64, false, r); }, 30},
+                              {"sdpa_L256", [](int r) { return bench_sdpa(256, false, r); }, 10},
+                              {"sdpa_L1024", [](int r) { return bench_sdpa(1024, false, r); }, 5},
+                              {"sdpa_causal_L1024", [](int r) { return bench_sdpa(1024, true, r); }, 5},
+                              {"vit", bench_vit, 10}};
   std::regex re(filter);
   std::vector<Figure> all;
   for (auto& w : ws) {

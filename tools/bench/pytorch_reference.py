@@ -338,12 +338,85 @@ def bench_train_epoch(repeat):
     return [summarize("train_mlp_epoch_s", "s", [v / 1000.0 for v in t])]
 
 
+def bench_sdpa(L, causal, repeat):
+    """F.scaled_dot_product_attention forward + backward on q, k, v = randn [4, 4, L, 64] (batch 4,
+    heads 4, head dim 64), no mask, no dropout; out.backward(g) with a fixed g. Grads are set to
+    None between iterations, outside the timed region."""
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(4, 4, L, 64, device=DEV, requires_grad=True) for _ in range(3))
+    g = torch.randn(4, 4, L, 64, device=DEV)
+
+    def iteration():
+        F.scaled_dot_product_attention(q, k, v, is_causal=causal).backward(g)
+
+    def clear():
+        q.grad = k.grad = v.grad = None
+
+    for _ in range(2):
+        iteration()
+        clear()
+    sync()
+    t = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        iteration()
+        sync()
+        t.append((time.perf_counter() - t0) * 1000.0)
+        clear()
+    name = f"sdpa_causal_L{L}_ms" if causal else f"sdpa_L{L}_ms"
+    return [summarize(name, "ms", t)]
+
+
+class Vit(torch.nn.Module):
+    """graft_workloads.cpp's ViT: patch embedding Conv2d(1, 64, 7, stride 7) -> [N, 16, 64], a
+    learned CLS token and positional embedding [17, 64], 6 pre-norm encoder layers (d_model 64,
+    4 heads, feed-forward 128, GELU, no dropout), a final LayerNorm and Linear(64, 10) on token 0."""
+
+    def __init__(self):
+        super().__init__()
+        self.patch = torch.nn.Conv2d(1, 64, 7, stride=7)
+        self.cls = torch.nn.Parameter(torch.randn(1, 1, 64) * 0.02)
+        self.pos = torch.nn.Parameter(torch.randn(17, 64) * 0.02)
+        layer = torch.nn.TransformerEncoderLayer(64, 4, dim_feedforward=128, dropout=0.0, activation="gelu",
+                                                 batch_first=True, norm_first=True)
+        # norm_first rules out the nested-tensor fast path; saying so silences its warning
+        self.encoder = torch.nn.TransformerEncoder(layer, 6, enable_nested_tensor=False)
+        self.norm = torch.nn.LayerNorm(64)
+        self.head = torch.nn.Linear(64, 10)
+
+    def forward(self, x):
+        h = self.patch(x).flatten(2).transpose(1, 2)                        # [N, 16, 64]
+        h = torch.cat([self.cls.expand(h.shape[0], 1, 64), h], 1) + self.pos  # [N, 17, 64]
+        return self.head(self.norm(self.encoder(h))[:, 0])
+
+
+def bench_vit(repeat):
+    """One AdamW step (lr 2e-3, weight decay 0.05) of the ViT on a fixed batch of 128 randn images."""
+    torch.manual_seed(0)
+    model = Vit().to(DEV)
+    opt = torch.optim.AdamW(model.parameters(), lr=2e-3, weight_decay=0.05)
+    x, y = torch.randn(128, 1, 28, 28, device=DEV), torch.randint(0, 10, (128,), device=DEV)
+
+    def step():
+        opt.zero_grad()
+        F.cross_entropy(model(x), y).backward()
+        opt.step()
+
+    return [summarize("vit_step_ms", "ms", time_ms(repeat, 2, step))]
+
+
 # (name, function, default repeats, devices)
 WORKLOADS = [("engine", bench_engine, 10, "cpu cuda"), ("mlp", bench_mlp, 10, "cpu cuda"),
              ("cnn", bench_cnn, 5, "cpu cuda"), ("matmul1024", bench_matmul1024, 10, "cpu"),
              ("matmul4096", bench_matmul4096, 10, "cuda"), ("elementwise_add", bench_add, 10, "cpu cuda"),
              ("deep_mlp", bench_deep_mlp, 3, "cpu cuda"), ("alloc_churn", bench_alloc_churn, 5, "cuda"),
-             ("train_epoch", bench_train_epoch, 3, "cpu cuda")]
+             ("train_epoch", bench_train_epoch, 3, "cpu cuda"),
+             ("sdpa_L16", lambda r: bench_sdpa(16, False, r), 50, "cpu cuda"),
+             ("sdpa_L64", lambda r: bench_sdpa(64, False, r), 30, "cpu cuda"),
+             ("sdpa_L256", lambda r: bench_sdpa(256, False, r), 10, "cpu cuda"),
+             ("sdpa_L1024", lambda r: bench_sdpa(1024, False, r), 5, "cpu cuda"),
+             ("sdpa_causal_L1024", lambda r: bench_sdpa(1024, True, r), 5, "cpu cuda"),
+             ("vit", bench_vit, 10, "cpu cuda")]
 
 
 def main():

@@ -211,6 +211,13 @@ struct FlashArgs {
   const T *q = nullptr, *k = nullptr, *v = nullptr;
   const T *out = nullptr, *lse = nullptr, *dout = nullptr;  // backward only
   T *out_w = nullptr, *lse_w = nullptr;                     // forward outputs
+  // out (forward: out_w) and dout rows: base + off[b] + i * row stride (out follows q's layout)
+  const int64_t* o_off = nullptr;
+  const int64_t* do_off = nullptr;
+  int64_t o_rs = 0, do_rs = 0;
+  // dq, dk, dv rows likewise (each gradient follows its input's layout)
+  const int64_t *dq_off = nullptr, *dk_off = nullptr, *dv_off = nullptr;
+  int64_t dq_rs = 0, dk_rs = 0, dv_rs = 0;
   T *dq = nullptr, *dk = nullptr, *dv = nullptr;            // backward outputs
 };
 
@@ -259,11 +266,11 @@ template <class T>
       tile_gemm<T>(false, false, br, Ev, bc, T(1), sbuf.data(), kBc, vb + j0 * g.v_rs, g.v_rs, T(1), acc.data(), Ev,
                    scratch);
     }
-    T* ob = a.out_w + (b * L + i0) * Ev;
+    T* ob = a.out_w + a.o_off[b] + i0 * a.o_rs;
     T* lb = a.lse_w + b * L + i0;
     for (int64_t r = 0; r < br; ++r) {
       T inv = l[r] > T(0) ? T(1) / l[r] : T(0);
-      for (int64_t e = 0; e < Ev; ++e) ob[r * Ev + e] = acc[static_cast<size_t>(r * Ev + e)] * inv;
+      for (int64_t e = 0; e < Ev; ++e) ob[r * a.o_rs + e] = acc[static_cast<size_t>(r * Ev + e)] * inv;
       lb[r] = l[r] > T(0) ? m[r] + std::log(l[r]) : ninf;
     }
   }
@@ -282,18 +289,18 @@ template <class T>
     const T* qb = a.q + g.q_off[static_cast<size_t>(b)];
     const T* kb = a.k + g.k_off[static_cast<size_t>(b)];
     const T* vb = a.v + g.v_off[static_cast<size_t>(b)];
-    const T* dob = a.dout + b * L * Ev;
-    const T* ob = a.out + b * L * Ev;
+    const T* dob = a.dout + a.do_off[b];
+    const T* ob = a.out + a.o_off[b];
     const T* lb = a.lse + b * L;
-    T* dqb = a.dq + b * L * E;
-    T* dkb = a.dk + b * S * E;
-    T* dvb = a.dv + b * S * Ev;
-    std::fill(dqb, dqb + L * E, T(0));
-    std::fill(dkb, dkb + S * E, T(0));
-    std::fill(dvb, dvb + S * Ev, T(0));
+    T* dqb = a.dq + a.dq_off[b];
+    T* dkb = a.dk + a.dk_off[b];
+    T* dvb = a.dv + a.dv_off[b];
+    for (int64_t i = 0; i < L; ++i) std::fill(dqb + i * a.dq_rs, dqb + i * a.dq_rs + E, T(0));
+    for (int64_t j = 0; j < S; ++j) std::fill(dkb + j * a.dk_rs, dkb + j * a.dk_rs + E, T(0));
+    for (int64_t j = 0; j < S; ++j) std::fill(dvb + j * a.dv_rs, dvb + j * a.dv_rs + Ev, T(0));
     for (int64_t i = 0; i < L; ++i) {
       T s = 0;
-      for (int64_t e = 0; e < Ev; ++e) s += dob[i * Ev + e] * ob[i * Ev + e];
+      for (int64_t e = 0; e < Ev; ++e) s += dob[i * a.do_rs + e] * ob[i * a.o_rs + e];
       D[static_cast<size_t>(i)] = s;
     }
     RowMask<T> rm = row_mask<T>(g, *a.mask, a.causal, b);
@@ -303,7 +310,7 @@ template <class T>
       for (int64_t i0 = a.causal ? (std::min(j0, L) / kBr) * kBr : 0; i0 < L; i0 += kBr) {
         const int64_t br = std::min(kBr, L - i0);
         const T* qi = qb + i0 * g.q_rs;
-        const T* doi = dob + i0 * Ev;
+        const T* doi = dob + i0 * a.do_rs;
         tile_gemm<T>(false, true, br, bc, E, a.scale, qi, g.q_rs, kb + j0 * g.k_rs, g.k_rs, T(0), p.data(), kBc,
                      scratch);
         for (int64_t r = 0; r < br; ++r) {
@@ -317,9 +324,9 @@ template <class T>
           exp_shifted(s, bc, li);
         }
         // dv_j += p^T dout_i   [bc, Ev]
-        tile_gemm<T>(true, false, bc, Ev, br, T(1), p.data(), kBc, doi, Ev, T(1), dvb + j0 * Ev, Ev, scratch);
+        tile_gemm<T>(true, false, bc, Ev, br, T(1), p.data(), kBc, doi, a.do_rs, T(1), dvb + j0 * a.dv_rs, a.dv_rs, scratch);
         // dp = dout_i v_j^T   [br, bc]
-        tile_gemm<T>(false, true, br, bc, Ev, T(1), doi, Ev, vb + j0 * g.v_rs, g.v_rs, T(0), dp.data(), kBc,
+        tile_gemm<T>(false, true, br, bc, Ev, T(1), doi, a.do_rs, vb + j0 * g.v_rs, g.v_rs, T(0), dp.data(), kBc,
                      scratch);
         // ds = p * (dp - D_i), in place in dp
         for (int64_t r = 0; r < br; ++r) {
@@ -329,9 +336,9 @@ template <class T>
           for (int64_t c = 0; c < bc; ++c) d[c] = pr[c] * (d[c] - Di);
         }
         // dq_i += scale * ds k_j   [br, E];  dk_j += scale * ds^T q_i   [bc, E]
-        tile_gemm<T>(false, false, br, E, bc, a.scale, dp.data(), kBc, kb + j0 * g.k_rs, g.k_rs, T(1), dqb + i0 * E, E,
+        tile_gemm<T>(false, false, br, E, bc, a.scale, dp.data(), kBc, kb + j0 * g.k_rs, g.k_rs, T(1), dqb + i0 * a.dq_rs, a.dq_rs,
                      scratch);
-        tile_gemm<T>(true, false, bc, E, br, a.scale, dp.data(), kBc, qi, g.q_rs, T(1), dkb + j0 * E, E,
+        tile_gemm<T>(true, false, bc, E, br, a.scale, dp.data(), kBc, qi, g.q_rs, T(1), dkb + j0 * a.dk_rs, a.dk_rs,
                      scratch);
       }
     }
@@ -364,9 +371,10 @@ std::vector<Tensor> sdpa_flash_cpu(const Tensor& q0, const Tensor& k0, const Ten
   const char* op = "scaled_dot_product_attention";
   Tensor q = prepared(q0), k = prepared(k0), v = prepared(v0);
   SdpaGeometry g = plan_sdpa(q, k, v, mask, op);
-  Tensor out = new_tensor(g.out_sizes(), q.dtype(), q.device());
+  Tensor out = new_strided(g.out_sizes(), sdpa_out_strides(q, g.out_sizes()), q.dtype(), q.device());
   Tensor lse = new_tensor(g.lse_sizes(), q.dtype(), q.device());
   if (out.numel() == 0 && lse.numel() == 0) return {out, lse};
+  std::vector<int64_t> o_off = sdpa_batch_offsets(out, g.batch);
   dispatch_floating(q.dtype(), op, [&]<class T>() {
     FlashArgs<T> a;
     a.g = &g;
@@ -378,6 +386,8 @@ std::vector<Tensor> sdpa_flash_cpu(const Tensor& q0, const Tensor& k0, const Ten
     a.v = static_cast<const T*>(v.data_ptr());
     a.out_w = static_cast<T*>(out.data_ptr());
     a.lse_w = static_cast<T*>(lse.data_ptr());
+    a.o_off = o_off.data();
+    a.o_rs = out.dim() >= 2 ? out.stride(-2) : 0;
     const int64_t tiles = (g.L + kBr - 1) / kBr;
     parallel_for(0, g.B * tiles, 1, [&](int64_t t0, int64_t t1) { run_forward_tasks<T>(a, t0, t1); });
   });
@@ -390,14 +400,22 @@ std::vector<Tensor> sdpa_flash_backward_cpu(const Tensor& grad_out, const Tensor
   const char* op = "scaled_dot_product_attention_backward";
   Tensor q = prepared(q0), k = prepared(k0), v = prepared(v0);
   SdpaGeometry g = plan_sdpa_backward(grad_out, q, k, v, out, lse, mask, op);
-  Tensor go = contiguous_cpu(grad_out), oc = contiguous_cpu(out), lc = contiguous_cpu(lse);
+  // grad_out and out are read in place when their rows are unit-stride (out as the forward laid it
+  // out, grad_out usually the same: the gradient of MultiheadAttention's merged heads).
+  auto rows = [](const Tensor& t) { return t.size(-1) > 1 && t.stride(-1) != 1 ? contiguous_cpu(t) : t; };
+  Tensor go = rows(grad_out), oc = rows(out), lc = contiguous_cpu(lse);
+  std::vector<int64_t> o_off = sdpa_batch_offsets(oc, g.batch), do_off = sdpa_batch_offsets(go, g.batch);
   Shape dq_sizes = g.batch, dk_sizes = g.batch, dv_sizes = g.batch;
   dq_sizes.insert(dq_sizes.end(), {g.L, g.E});
   dk_sizes.insert(dk_sizes.end(), {g.S, g.E});
   dv_sizes.insert(dv_sizes.end(), {g.S, g.Ev});
-  Tensor dq = new_tensor(dq_sizes, q.dtype(), q.device());
-  Tensor dk = new_tensor(dk_sizes, q.dtype(), q.device());
-  Tensor dv = new_tensor(dv_sizes, q.dtype(), q.device());
+  // Each gradient in its input's layout: heads read from [N, L, H, D] views get [N, L, H, D]
+  // gradients, which the views' backward passes on without a copy.
+  Tensor dq = new_strided(dq_sizes, sdpa_out_strides(q0, dq_sizes), q.dtype(), q.device());
+  Tensor dk = new_strided(dk_sizes, sdpa_out_strides(k0, dk_sizes), q.dtype(), q.device());
+  Tensor dv = new_strided(dv_sizes, sdpa_out_strides(v0, dv_sizes), q.dtype(), q.device());
+  std::vector<int64_t> dq_off = sdpa_batch_offsets(dq, g.batch), dk_off = sdpa_batch_offsets(dk, g.batch),
+                       dv_off = sdpa_batch_offsets(dv, g.batch);
   dispatch_floating(q.dtype(), op, [&]<class T>() {
     FlashArgs<T> a;
     a.g = &g;
@@ -410,9 +428,19 @@ std::vector<Tensor> sdpa_flash_backward_cpu(const Tensor& grad_out, const Tensor
     a.out = static_cast<const T*>(oc.data_ptr());
     a.lse = static_cast<const T*>(lc.data_ptr());
     a.dout = static_cast<const T*>(go.data_ptr());
+    a.o_off = o_off.data();
+    a.do_off = do_off.data();
+    a.o_rs = oc.stride(-2);
+    a.do_rs = go.stride(-2);
     a.dq = static_cast<T*>(dq.data_ptr());
     a.dk = static_cast<T*>(dk.data_ptr());
     a.dv = static_cast<T*>(dv.data_ptr());
+    a.dq_off = dq_off.data();
+    a.dk_off = dk_off.data();
+    a.dv_off = dv_off.data();
+    a.dq_rs = dq.stride(-2);
+    a.dk_rs = dk.stride(-2);
+    a.dv_rs = dv.stride(-2);
     parallel_for(0, g.B, 1, [&](int64_t b0, int64_t b1) { run_backward_tasks<T>(a, b0, b1); });
   });
   return {dq, dk, dv};

@@ -1,6 +1,8 @@
 // Checks and geometry shared by the CPU and CUDA fused attention kernels (sdpa_plan.h).
 #include "ops/sdpa_plan.h"
 
+#include <algorithm>
+
 #include "ops/kernel_utils.h"
 
 namespace graft::kernels {
@@ -8,9 +10,10 @@ namespace {
 
 Shape batch_of(const Tensor& t) { return Shape(t.sizes().begin(), t.sizes().end() - 2); }
 
-// Element offsets of each of `batch`'s matrices in `t`, whose leading dims broadcast to `batch`
-// (missing or size-1 dims read the same matrix).
-std::vector<int64_t> batch_offsets(const Tensor& t, const Shape& batch) {
+}  // namespace
+
+// Missing or size-1 dims read the same matrix.
+std::vector<int64_t> sdpa_batch_offsets(const Tensor& t, const Shape& batch) {
   size_t nb = batch.size(), own = static_cast<size_t>(t.dim()) - 2;
   Shape strides(nb, 0);
   for (size_t d = 0; d < own; ++d) {
@@ -23,6 +26,27 @@ std::vector<int64_t> batch_offsets(const Tensor& t, const Shape& batch) {
   return off;
 }
 
+Shape sdpa_out_strides(const Tensor& q, const Shape& out_sizes) {
+  const int64_t nd = static_cast<int64_t>(out_sizes.size());
+  Shape contiguous = contiguous_strides(out_sizes);
+  if (q.dim() != nd) return contiguous;
+  for (int64_t d = 0; d + 1 < nd; ++d)
+    if (q.size(d) != out_sizes[static_cast<size_t>(d)] || q.stride(d) <= 0) return contiguous;
+  // Dims other than the last, outermost first by q's strides (ties keep the logical order).
+  std::vector<int64_t> order;
+  for (int64_t d = 0; d + 1 < nd; ++d) order.push_back(d);
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return q.stride(a) > q.stride(b); });
+  Shape strides(static_cast<size_t>(nd));
+  int64_t running = out_sizes.back();
+  strides.back() = 1;
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    strides[static_cast<size_t>(*it)] = running;
+    running *= out_sizes[static_cast<size_t>(*it)];
+  }
+  return strides;
+}
+
+namespace {
 }  // namespace
 
 Shape SdpaGeometry::out_sizes() const {
@@ -64,9 +88,9 @@ SdpaGeometry plan_sdpa(const Tensor& q, const Tensor& k, const Tensor& v, const 
   g.Ev = v.size(-1);
   for (const Tensor* t : {&q, &k, &v})
     GRAFT_CHECK(!sdpa_operand_needs_copy(*t), op, ": internal: operand ", describe(*t), " has non-unit row stride");
-  g.q_off = batch_offsets(q, g.batch);
-  g.k_off = batch_offsets(k, g.batch);
-  g.v_off = batch_offsets(v, g.batch);
+  g.q_off = sdpa_batch_offsets(q, g.batch);
+  g.k_off = sdpa_batch_offsets(k, g.batch);
+  g.v_off = sdpa_batch_offsets(v, g.batch);
   g.q_rs = q.stride(-2);
   g.k_rs = k.stride(-2);
   g.v_rs = v.stride(-2);
@@ -86,7 +110,7 @@ SdpaGeometry plan_sdpa(const Tensor& q, const Tensor& k, const Tensor& v, const 
     }
     GRAFT_CHECK(ok, op, ": attn_mask ", describe(mask), " does not broadcast to the attention shape ",
                 shape_str(full), " (batch..., L, S)");
-    g.m_off = batch_offsets(mask, g.batch);
+    g.m_off = sdpa_batch_offsets(mask, g.batch);
     g.m_rs = mask.size(-2) == 1 ? 0 : mask.stride(-2);
     g.m_cs = mask.size(-1) == 1 ? 0 : mask.stride(-1);
   }

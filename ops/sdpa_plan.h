@@ -45,6 +45,13 @@ SdpaGeometry plan_sdpa(const Tensor& q, const Tensor& k, const Tensor& v, const 
 // Also checks grad_out and out ([batch..., L, Ev]) and lse ([batch..., L]) against the geometry.
 SdpaGeometry plan_sdpa_backward(const Tensor& grad_out, const Tensor& q, const Tensor& k, const Tensor& v,
                                 const Tensor& out, const Tensor& lse, const Tensor& mask, const char* op);
+// Element offsets of each of `batch`'s matrices in `t`, whose leading dims broadcast to `batch`.
+std::vector<int64_t> sdpa_batch_offsets(const Tensor& t, const Shape& batch);
+// The strides the output takes: q's dim order (as PyTorch's fused kernels, out follows query's
+// layout), so MultiheadAttention's heads, read from [N, L, H, D] views, come back as [N, L, H, Ev]
+// storage and its transpose-and-merge of the heads is a view. Contiguous where q's batch dims do
+// not span out's.
+Shape sdpa_out_strides(const Tensor& q, const Shape& out_sizes);
 // Whether a q/k/v operand must be copied before plan_sdpa (its rows are not unit-stride).
 inline bool sdpa_operand_needs_copy(const Tensor& t) { return t.dim() >= 1 && t.size(-1) > 1 && t.stride(-1) != 1; }
 

@@ -186,3 +186,25 @@ TEST_CASE("fused attention keeps far less memory than the composed version at L 
   CHECK(flash * 4 <= math);
   CHECK(flash < B * H * L * L * 4);
 }
+
+TEST_CASE("fused attention's output follows the query's layout, so merging heads is a view") {
+  // MultiheadAttention's heads: [N, L, H, D] storage seen as [N, H, L, D].
+  Tensor q = randn({2, 9, 4, 16}).transpose(1, 2), k = randn({2, 4, 11, 16}), v = randn({2, 4, 11, 8});
+  SdpaBackendGuard guard(SdpaBackend::Flash);
+  Tensor out = scaled_dot_product_attention(q, k, v);
+  CHECK(out.sizes() == Shape{2, 4, 9, 8});
+  CHECK(out.transpose(1, 2).is_contiguous());
+  Tensor ref;
+  {
+    SdpaBackendGuard math(SdpaBackend::Math);
+    ref = scaled_dot_product_attention(q, k, v);
+  }
+  CHECK(max_abs_diff(out, ref) < 2e-5);
+  // A contiguous query gives a contiguous output.
+  CHECK(scaled_dot_product_attention(q.contiguous(), k, v).is_contiguous());
+  // The gradients follow their inputs' layouts too (the heads' view backward needs no copy).
+  auto r = ops::_sdpa_flash(q, k, v, {}, false, 0.25);
+  auto grads = ops::_sdpa_flash_backward(randn(r[0].sizes()), q, k, v, r[0], r[1], {}, false, 0.25);
+  CHECK(grads[0].transpose(1, 2).is_contiguous());
+  CHECK(grads[1].is_contiguous());
+}

@@ -16,6 +16,7 @@
 #include "ops/layer_norm_plan.h"
 #include "ops/ops.h"
 #include "ops/scalar_math.h"
+#include "ops/vec_math.h"
 #include "runtime/dispatcher.h"
 #include "runtime/parallel.h"
 
@@ -28,11 +29,90 @@ const T* ptr_or_null(const Tensor& t) {
   return t.defined() ? static_cast<const T*>(t.data_ptr()) : nullptr;
 }
 
+// ---- float32 rows in 16-lane vectors (the forms below, with float accumulation as PyTorch's CPU
+// kernel; statistics in two passes, mean then squared deviations, so there is no cancellation) ----
+using vec_math::f32x16;
+[[gnu::always_inline]] inline float hsum(f32x16 v) {
+  float s = 0;
+  for (int l = 0; l < vec_math::kLanes; ++l) s += v[l];
+  return s;
+}
+
+// Rows [r0, r1) of x, y [M, N]; w, b may be null.
+GRAFT_VECTOR_CLONES void layer_norm_rows_f32(const float* x, const float* w, const float* b, float* y, float* mean,
+                                             float* rstd, int64_t r0, int64_t r1, int64_t N, float eps) {
+  using namespace vec_math;
+  const int64_t nv = N / kLanes * kLanes;
+  for (int64_t r = r0; r < r1; ++r) {
+    const float* xr = x + r * N;
+    float* yr = y + r * N;
+    f32x16 acc = {};
+    for (int64_t i = 0; i < nv; i += kLanes) acc += load(xr + i);
+    float s = hsum(acc);
+    for (int64_t i = nv; i < N; ++i) s += xr[i];
+    const float mu = s / static_cast<float>(N);
+    acc = f32x16{};
+    for (int64_t i = 0; i < nv; i += kLanes) {
+      f32x16 d = load(xr + i) - mu;
+      acc += d * d;
+    }
+    float v = hsum(acc);
+    for (int64_t i = nv; i < N; ++i) v += (xr[i] - mu) * (xr[i] - mu);
+    const float rs = 1.0f / std::sqrt(v / static_cast<float>(N) + eps);
+    mean[r] = mu;
+    rstd[r] = rs;
+    for (int64_t i = 0; i < N; ++i) {
+      float h = (xr[i] - mu) * rs;
+      yr[i] = (w ? h * w[i] : h) + (b ? b[i] : 0.0f);
+    }
+  }
+}
+
+// Rows [r0, r1): dx, and dy * xhat, dy summed into acc_w, acc_b (double, one piece's) when given.
+GRAFT_VECTOR_CLONES void layer_norm_backward_rows_f32(const float* dy, const float* x, const float* mean,
+                                                      const float* rstd, const float* w, float* dx, double* acc_w,
+                                                      double* acc_b, int64_t r0, int64_t r1, int64_t N) {
+  using namespace vec_math;
+  const int64_t nv = N / kLanes * kLanes;
+  for (int64_t r = r0; r < r1; ++r) {
+    const float* dyr = dy + r * N;
+    const float* xr = x + r * N;
+    float* dxr = dx + r * N;
+    const float mu = mean[r], rs = rstd[r];
+    f32x16 ag = {}, agx = {};
+    for (int64_t i = 0; i < nv; i += kLanes) {
+      f32x16 g = load(dyr + i) * (w ? load(w + i) : f32x16{} + 1.0f);
+      ag += g;
+      agx += g * ((load(xr + i) - mu) * rs);
+    }
+    float sum_g = hsum(ag), sum_gx = hsum(agx);
+    for (int64_t i = nv; i < N; ++i) {
+      float g = dyr[i] * (w ? w[i] : 1.0f);
+      sum_g += g;
+      sum_gx += g * ((xr[i] - mu) * rs);
+    }
+    const float a = sum_g / static_cast<float>(N), c = sum_gx / static_cast<float>(N);
+    for (int64_t i = 0; i < N; ++i) {
+      float h = (xr[i] - mu) * rs;
+      dxr[i] = rs * (dyr[i] * (w ? w[i] : 1.0f) - a - h * c);
+    }
+    if (acc_w)
+      for (int64_t i = 0; i < N; ++i) {
+        acc_w[i] += static_cast<double>(dyr[i] * ((xr[i] - mu) * rs));
+        acc_b[i] += static_cast<double>(dyr[i]);
+      }
+  }
+}
+
 // x, y: [M, N]; mean, rstd: [M].
 template <class T>
 void layer_norm_forward(const T* x, const T* w, const T* b, T* y, T* mean, T* rstd, int64_t M, int64_t N,
                         double eps) {
   parallel_for(0, M, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(N, 1)), [&](int64_t rb, int64_t re) {
+    if constexpr (std::is_same_v<T, float>) {
+      layer_norm_rows_f32(x, w, b, y, mean, rstd, rb, re, N, static_cast<float>(eps));
+      return;
+    }
     for (int64_t r = rb; r < re; ++r) {
       const T* xr = x + r * N;
       T* yr = y + r * N;
@@ -88,6 +168,10 @@ void layer_norm_backward_rows(const T* dy, const T* x, const T* mean, const T* r
     for (int64_t p = pb; p < pe; ++p) {
       double* acc_w = want_params ? pdw.data() + p * N : nullptr;
       double* acc_b = want_params ? pdb.data() + p * N : nullptr;
+      if constexpr (std::is_same_v<T, float>) {
+        layer_norm_backward_rows_f32(dy, x, mean, rstd, w, dx, acc_w, acc_b, p * M / pieces, (p + 1) * M / pieces, N);
+        continue;
+      }
       for (int64_t r = p * M / pieces; r < (p + 1) * M / pieces; ++r) {
         const T* dyr = dy + r * N;
         const T* xr = x + r * N;

@@ -38,7 +38,9 @@ Tensor VisionTransformer::classify(const Tensor& tokens) { return (*head)((*norm
 Tensor VisionTransformer::forward(const Tensor& images) { return classify((*encoder)(embed(images))); }
 
 std::shared_ptr<Sequential> VisionTransformer::stages() {
-  auto self = std::static_pointer_cast<VisionTransformer>(shared_from_this());
+  auto self = std::static_pointer_cast<VisionTransformer>(weak_from_this().lock());
+  GRAFT_CHECK(self, "VisionTransformer::stages: the model must be owned by a std::shared_ptr (make_shared), since "
+              "the stages keep it alive");
   auto seq = std::make_shared<Sequential>();
   seq->push_back(std::make_shared<Functional>([self](const Tensor& x) { return self->embed(x); }));
   for (auto& l : encoder->layers) seq->push_back(l);

@@ -213,6 +213,8 @@ TEST_CASE("transformer modules reject bad sizes and masks with the shapes") {
   CHECK_THROWS_WITH(nn::TransformerEncoderLayer(8, 2, {.activation = "tanh"}), Catch::Contains("tanh"));
   nn::PatchEmbedding pe(1, 8, 7);
   CHECK_THROWS_WITH(pe(randn({1, 1, 30, 28})), Catch::Contains("patch_size 7"));
+  nn::VisionTransformer on_stack({.dim = 8, .depth = 1, .heads = 2, .mlp_dim = 8});
+  CHECK_THROWS_WITH(on_stack.stages(), Catch::Contains("shared_ptr"));
   nn::PositionalEmbedding pos(4, 8);
   CHECK_THROWS_WITH(pos(randn({1, 5, 8})), Catch::Contains("L <= 4"));
 }

@@ -363,6 +363,21 @@ void run_backward_tasks(const FlashArgs<T>& a, int64_t b0, int64_t b1) {
   else backward_tasks<T>(a, b0, b1);
 }
 
+// The fields forward and backward share.
+template <class T>
+FlashArgs<T> flash_args(const SdpaGeometry& g, const Tensor& mask, bool causal, double scale, const Tensor& q,
+                        const Tensor& k, const Tensor& v) {
+  FlashArgs<T> a;
+  a.g = &g;
+  a.mask = &mask;
+  a.causal = causal;
+  a.scale = static_cast<T>(scale);
+  a.q = static_cast<const T*>(q.data_ptr());
+  a.k = static_cast<const T*>(k.data_ptr());
+  a.v = static_cast<const T*>(v.data_ptr());
+  return a;
+}
+
 // A q/k/v operand as the kernels read it (sdpa_plan.h, invariant 2).
 Tensor prepared(const Tensor& t) { return sdpa_operand_needs_copy(t) ? contiguous_cpu(t) : t; }
 
@@ -376,14 +391,7 @@ std::vector<Tensor> sdpa_flash_cpu(const Tensor& q0, const Tensor& k0, const Ten
   if (out.numel() == 0 && lse.numel() == 0) return {out, lse};
   std::vector<int64_t> o_off = sdpa_batch_offsets(out, g.batch);
   dispatch_floating(q.dtype(), op, [&]<class T>() {
-    FlashArgs<T> a;
-    a.g = &g;
-    a.mask = &mask;
-    a.causal = is_causal;
-    a.scale = static_cast<T>(scale);
-    a.q = static_cast<const T*>(q.data_ptr());
-    a.k = static_cast<const T*>(k.data_ptr());
-    a.v = static_cast<const T*>(v.data_ptr());
+    FlashArgs<T> a = flash_args<T>(g, mask, is_causal, scale, q, k, v);
     a.out_w = static_cast<T*>(out.data_ptr());
     a.lse_w = static_cast<T*>(lse.data_ptr());
     a.o_off = o_off.data();
@@ -417,14 +425,7 @@ std::vector<Tensor> sdpa_flash_backward_cpu(const Tensor& grad_out, const Tensor
   std::vector<int64_t> dq_off = sdpa_batch_offsets(dq, g.batch), dk_off = sdpa_batch_offsets(dk, g.batch),
                        dv_off = sdpa_batch_offsets(dv, g.batch);
   dispatch_floating(q.dtype(), op, [&]<class T>() {
-    FlashArgs<T> a;
-    a.g = &g;
-    a.mask = &mask;
-    a.causal = is_causal;
-    a.scale = static_cast<T>(scale);
-    a.q = static_cast<const T*>(q.data_ptr());
-    a.k = static_cast<const T*>(k.data_ptr());
-    a.v = static_cast<const T*>(v.data_ptr());
+    FlashArgs<T> a = flash_args<T>(g, mask, is_causal, scale, q, k, v);
     a.out = static_cast<const T*>(oc.data_ptr());
     a.lse = static_cast<const T*>(lc.data_ptr());
     a.dout = static_cast<const T*>(go.data_ptr());

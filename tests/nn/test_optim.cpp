@@ -130,6 +130,25 @@ TEST_CASE("learning rate get/set and schedulers") {
   CHECK(cos.last_epoch() == 4);
 }
 
+TEST_CASE("WarmupCosineLR ramps linearly, then follows the cosine to eta_min, and never runs a step at 0") {
+  Tensor p = param();
+  optim::AdamW opt({p}, 2.0);
+  optim::WarmupCosineLR sched(opt, 2, 6);
+  std::vector<double> seen{opt.lr()};  // step 0's lr is set by the constructor
+  for (int i = 0; i < 5; ++i) {
+    sched.step();
+    seen.push_back(opt.lr());
+  }
+  REQUIRE(seen.size() == 6);
+  CHECK(seen[0] == Approx(1.0));  // 2 * 1/2
+  CHECK(seen[1] == Approx(2.0));  // warmup done
+  CHECK(seen[2] == Approx(1.0 + std::cos(M_PI / 4)));  // (1 + cos(pi * 1/4)) at base 2
+  CHECK(seen[3] == Approx(1.0));
+  CHECK(seen[4] == Approx(1.0 + std::cos(3 * M_PI / 4)));
+  CHECK(seen[5] == Approx(0.0).margin(1e-12));
+  CHECK_THROWS_WITH(optim::WarmupCosineLR(opt, 6, 6), Catch::Contains("warmup_steps < total_steps"));
+}
+
 TEST_CASE("training smoke test: a 2-layer MLP separates a 2-D linear problem") {
   manual_seed(42);
   const int64_t n = 256;

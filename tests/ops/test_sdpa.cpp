@@ -154,6 +154,25 @@ TEST_CASE("scaled_dot_product_attention rejects bad arguments with the op, shape
   CHECK_THROWS_WITH(scaled_dot_product_attention(q, k, v, {}, 1.5), Catch::Contains("dropout_p"));
 }
 
+TEST_CASE("SdpaBackendGuard forces a backend on its thread and restores the previous one") {
+  CHECK(sdpa_backend() == SdpaBackend::Auto);
+  {
+    SdpaBackendGuard outer(SdpaBackend::Math);
+    CHECK(sdpa_backend() == SdpaBackend::Math);
+    {
+      SdpaBackendGuard inner(SdpaBackend::Flash);
+      CHECK(sdpa_backend() == SdpaBackend::Flash);
+    }
+    CHECK(sdpa_backend() == SdpaBackend::Math);
+    // The math backend records the composition, the fused one a single node.
+    Tensor q = randn({2, 3, 4}).requires_grad_();
+    CHECK(scaled_dot_product_attention(q, q, q).grad_fn()->name() != "ScaledDotProductFlashAttentionBackward");
+  }
+  CHECK(sdpa_backend() == SdpaBackend::Auto);
+  Tensor q = randn({2, 3, 4}).requires_grad_();
+  CHECK(scaled_dot_product_attention(q, q, q).grad_fn()->name() == "ScaledDotProductFlashAttentionBackward");
+}
+
 TEST_CASE("attention dropout keeps the expectation and the math backend takes it") {
   manual_seed(3);
   Tensor q = randn({1, 8, 16}), k = randn({1, 32, 16}), v = ones({1, 32, 1});

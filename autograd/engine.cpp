@@ -37,6 +37,7 @@ struct GraphTask {
   // Prefetch state, made on the first lookahead (a backward with prefetch off allocates nothing).
   std::shared_ptr<PrefetchGroup> prefetches;  // what the task waits for at its end
   std::unordered_set<Node*> prefetched;       // nodes whose saved tensors were started
+  std::vector<std::function<void()>> final_callbacks;  // queue_callback, run after the last node
 };
 
 namespace {
@@ -362,7 +363,18 @@ variable_list run_backward(const std::vector<Edge>& roots, variable_list root_gr
       }
     }
   }
+  // By index: a callback may queue another, which then runs in this same loop.
+  for (size_t i = 0; i < task.final_callbacks.size(); ++i) {
+    std::function<void()> fn = std::move(task.final_callbacks[i]);
+    fn();
+  }
   return std::move(task.captured);
+}
+
+void queue_callback(std::function<void()> fn) {
+  GRAFT_CHECK(t_current_task != nullptr, "queue_callback: final callbacks can only be installed during the backward pass");
+  GRAFT_CHECK(fn != nullptr, "queue_callback: the callback is empty");
+  t_current_task->final_callbacks.push_back(std::move(fn));
 }
 
 bool task_runs_without_capture(Node* sink) {

@@ -14,6 +14,7 @@
 //   backwards (a backward inside a hook or a checkpoint's recomputation) get their own id and
 //   restore the outer one when they finish.
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <type_traits>
@@ -61,6 +62,11 @@ void backward(const std::vector<GradientEdge>& roots, const std::vector<Tensor>&
 void increment_version(const std::vector<Tensor>& tensors);
 
 int64_t current_graph_task_id();
+// Runs `fn` when the graph task running on this thread has run its last node (torch's
+// Variable._execution_engine.queue_callback): callbacks run in the order queued, on the task's
+// thread, still inside the task (current_graph_task_id() is its id, grad mode is create_graph's),
+// and a callback may queue more. A task that throws runs none of them. Outside a backward it throws.
+void queue_callback(std::function<void()> fn);
 bool will_engine_execute_node(const std::shared_ptr<Node>& node);
 // Makes will_engine_execute_node(node) true for the rest of the running task, without scheduling
 // the node. CopySlices uses it: the in-place op's node it runs has the view's old history as its

@@ -388,3 +388,32 @@ TEST_CASE("a weight's gradient is added straight into an existing .grad, without
     b.mutable_grad() = Tensor();
   }
 }
+
+TEST_CASE("queue_callback runs once the graph task has run its last node", "[engine]") {
+  Tensor a = ones({2}, requires_grad());
+  std::vector<std::string> events;
+  int64_t task = -2, cb_task = -3;
+  a.register_hook([&](const Tensor& g) {
+    task = autograd::current_graph_task_id();
+    autograd::queue_callback([&] {
+      cb_task = autograd::current_graph_task_id();
+      events.push_back(a.grad().defined() ? "first: grad in place" : "first: no grad");
+      autograd::queue_callback([&] { events.push_back("queued by a callback"); });
+    });
+    events.push_back("hook");
+    return Tensor();
+  });
+  (a * 2).sum().backward();
+  CHECK(events == std::vector<std::string>{"hook", "first: grad in place", "queued by a callback"});
+  CHECK(cb_task == task);
+  CHECK_THROWS_WITH(autograd::queue_callback([] {}), Catch::Contains("only be installed during the backward pass"));
+  // A task that throws runs none of its callbacks.
+  bool ran = false;
+  Tensor b = ones({2}, requires_grad());
+  b.register_hook([&](const Tensor&) -> Tensor {
+    autograd::queue_callback([&] { ran = true; });
+    throw Error("boom");
+  });
+  CHECK_THROWS_WITH((b * 2).sum().backward(), Catch::Contains("boom"));
+  CHECK_FALSE(ran);
+}

@@ -52,6 +52,20 @@ class Rng {
 
 }  // namespace
 
+std::vector<int64_t> shuffled_order(int64_t n, uint64_t seed, int64_t epoch) {
+  GRAFT_CHECK(n >= 0, "shuffled_order: n must be non-negative, got ", n);
+  GRAFT_CHECK(epoch >= 0, "shuffled_order: epoch must be non-negative, got ", epoch);
+  std::vector<int64_t> order(static_cast<size_t>(n));
+  std::iota(order.begin(), order.end(), int64_t{0});
+  // Fisher-Yates from the back: this exact draw sequence is what pins a (seed, epoch)'s order, on
+  // every platform and for the loader and DistributedSampler alike.
+  if (n > 1) {
+    Rng rng(seed, static_cast<uint64_t>(epoch));
+    for (int64_t i = n - 1; i > 0; --i) std::swap(order[i], order[rng.below(static_cast<uint64_t>(i) + 1)]);
+  }
+  return order;
+}
+
 DataLoader::DataLoader(Tensor images, Tensor labels, int64_t batch_size, bool shuffle, bool drop_last, uint64_t seed)
     : images_(std::move(images)), labels_(std::move(labels)), batch_size_(batch_size), shuffle_(shuffle),
       drop_last_(drop_last), seed_(seed) {
@@ -62,46 +76,68 @@ DataLoader::DataLoader(Tensor images, Tensor labels, int64_t batch_size, bool sh
               describe(labels_), " hold different numbers of samples");
   GRAFT_CHECK(batch_size_ > 0, "DataLoader: batch_size must be positive, got ", batch_size_);
   n_ = images_.size(0);
-  make_order();
+  make_order(0);
 }
 
 DataLoader::DataLoader(const FashionMnist& dataset, int64_t batch_size, bool shuffle, bool drop_last, uint64_t seed)
     : DataLoader(dataset.images(), dataset.labels(), batch_size, shuffle, drop_last, seed) {}
 
-int64_t DataLoader::num_batches() const {
-  return drop_last_ ? n_ / batch_size_ : (n_ + batch_size_ - 1) / batch_size_;
+DataLoader::DataLoader(Tensor images, Tensor labels, int64_t batch_size, Sampler sampler, bool drop_last)
+    // The delegated constructor checks the tensors; its [0, n) order is replaced by sampler(0).
+    : DataLoader(std::move(images), std::move(labels), batch_size, false, drop_last, 0) {
+  GRAFT_CHECK(static_cast<bool>(sampler), "DataLoader: the sampler is an empty std::function");
+  sampler_ = std::move(sampler);
+  make_order(0);
 }
 
-void DataLoader::make_order() {
-  order_.resize(static_cast<size_t>(n_));
-  std::iota(order_.begin(), order_.end(), int64_t{0});
-  if (shuffle_ && n_ > 1) {
-    Rng rng(seed_, static_cast<uint64_t>(epoch_));
-    for (int64_t i = n_ - 1; i > 0; --i) std::swap(order_[i], order_[rng.below(static_cast<uint64_t>(i) + 1)]);
+DataLoader::DataLoader(const FashionMnist& dataset, int64_t batch_size, Sampler sampler, bool drop_last)
+    : DataLoader(dataset.images(), dataset.labels(), batch_size, std::move(sampler), drop_last) {}
+
+int64_t DataLoader::num_batches() const {
+  const auto m = static_cast<int64_t>(order_.size());
+  return drop_last_ ? m / batch_size_ : (m + batch_size_ - 1) / batch_size_;
+}
+
+void DataLoader::make_order(int64_t epoch) {
+  // Built aside and committed with the epoch only once checked, so a sampler that throws or
+  // returns a bad index leaves the loader in the epoch it was in.
+  std::vector<int64_t> order;
+  if (sampler_) {
+    order = sampler_(epoch);
+    for (size_t i = 0; i < order.size(); ++i)
+      GRAFT_CHECK(order[i] >= 0 && order[i] < n_, "DataLoader: sampler(epoch ", epoch, ") returned index ",
+                  order[i], " at position ", i, ", outside the dataset's [0, ", n_, ")");
+  } else if (shuffle_) {
+    order = shuffled_order(n_, seed_, epoch);
+  } else {
+    order.resize(static_cast<size_t>(n_));
+    std::iota(order.begin(), order.end(), int64_t{0});
   }
+  epoch_ = epoch;
+  order_ = std::move(order);
   cursor_ = 0;
   started_ = false;
 }
 
 void DataLoader::set_epoch(int64_t epoch) {
   GRAFT_CHECK(epoch >= 0, "DataLoader: epoch must be non-negative, got ", epoch);
-  epoch_ = epoch;
-  make_order();
+  make_order(epoch);
 }
 
 void DataLoader::reset() { set_epoch(epoch_ + 1); }
 
 std::optional<Batch> DataLoader::next() {
   started_ = true;
-  const int64_t remaining = n_ - cursor_;
+  const auto m = static_cast<int64_t>(order_.size());
+  const int64_t remaining = m - cursor_;
   if (remaining <= 0 || (drop_last_ && remaining < batch_size_)) {
-    cursor_ = n_;
+    cursor_ = m;
     return std::nullopt;
   }
   const int64_t b = std::min(batch_size_, remaining);
   autograd::NoGradGuard no_grad;
   Batch batch;
-  if (!shuffle_) {
+  if (!shuffle_ && !sampler_) {  // order_ is [0, n): a slice, no gather
     batch.images = images_.slice(0, cursor_, cursor_ + b).contiguous();
     batch.labels = labels_.slice(0, cursor_, cursor_ + b).contiguous();
   } else {

@@ -1,15 +1,28 @@
 #pragma once
 // data::DataLoader: batches of (images, labels) over two tensors whose first dim is the sample.
 //
-// - Shuffling uses the loader's own generator (never the global one), seeded by `seed` and the
-//   epoch number: each epoch gets a new order, and the same seed gives the same sequence of orders.
-// - Epochs: the first pass is epoch 0. `for (auto& b : loader)` starts a new epoch each time it is
-//   run after the current one has been (partly) consumed; next() returns std::nullopt at the end of
-//   an epoch, and reset() starts the next epoch.
-// - drop_last drops a final batch smaller than batch_size.
+// Invariants:
+// 1. Each epoch visits order() front to back. Without a sampler the order is [0, n) or, with
+//    shuffle, shuffled_order(n, seed, epoch): the loader's own generator (never the global one),
+//    so the same seed gives the same sequence of orders and manual_seed() cannot disturb it.
+// 2. With a sampler the order of epoch e is sampler(e), taken as is (repeats and a length other
+//    than n allowed, as a DistributedSampler's padded share needs), with every index checked
+//    against [0, n) before the epoch is entered: a bad index is an error there that leaves the
+//    loader in its previous epoch, never an out-of-range gather halfway through the epoch.
+// 3. The order depends only on the epoch number (and the seed, or the sampler, which is taken to
+//    be a function of its epoch), so set_epoch(e) replays epoch e exactly; num_batches() counts
+//    the current epoch's order.
+// 4. Epochs: the first pass is epoch 0. `for (auto& b : loader)` starts a new epoch each time it is
+//    run after the current one has been (partly) consumed; next() returns std::nullopt at the end
+//    of an epoch, and reset() starts the next epoch.
+// 5. drop_last drops a final batch smaller than batch_size.
+#include <concepts>
 #include <cstdint>
+#include <functional>
 #include <iterator>
 #include <optional>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "runtime/tensor.h"
@@ -17,6 +30,14 @@
 namespace graft::data {
 
 class FashionMnist;
+
+// The shuffled order of [0, n) for (seed, epoch) that a shuffling DataLoader uses (invariant 1).
+// dist::DistributedSampler draws its global order from here too, so ranks that each take their
+// stride of it together see the batches one shuffling process would.
+std::vector<int64_t> shuffled_order(int64_t n, uint64_t seed, int64_t epoch);
+
+// Gives the sample order of an epoch (invariant 2).
+using Sampler = std::function<std::vector<int64_t>(int64_t epoch)>;
 
 struct Batch {
   Tensor images;  // [B, ...]
@@ -29,8 +50,23 @@ class DataLoader {
              uint64_t seed = 0);
   DataLoader(const FashionMnist& dataset, int64_t batch_size, bool shuffle = false, bool drop_last = false,
              uint64_t seed = 0);
+  // Each epoch's order is sampler(epoch) (invariant 2).
+  DataLoader(Tensor images, Tensor labels, int64_t batch_size, Sampler sampler, bool drop_last = false);
+  DataLoader(const FashionMnist& dataset, int64_t batch_size, Sampler sampler, bool drop_last = false);
+  // Any other callable (a lambda, a dist::DistributedSampler). Without these a captureless lambda
+  // would be ambiguous: it also converts, through a function pointer, to the `bool shuffle` above.
+  template <class F>
+    requires(!std::same_as<std::decay_t<F>, Sampler> && std::is_invocable_r_v<std::vector<int64_t>, F&, int64_t>)
+  DataLoader(Tensor images, Tensor labels, int64_t batch_size, F sampler, bool drop_last = false)
+      : DataLoader(std::move(images), std::move(labels), batch_size, Sampler(std::move(sampler)), drop_last) {}
+  template <class F>
+    requires(!std::same_as<std::decay_t<F>, Sampler> && std::is_invocable_r_v<std::vector<int64_t>, F&, int64_t>)
+  DataLoader(const FashionMnist& dataset, int64_t batch_size, F sampler, bool drop_last = false)
+      : DataLoader(dataset, batch_size, Sampler(std::move(sampler)), drop_last) {}
 
+  // The dataset's sample count (with a sampler an epoch visits order().size() of them).
   int64_t num_samples() const { return n_; }
+  // Batches in the current epoch's order.
   int64_t num_batches() const;
   int64_t batch_size() const { return batch_size_; }
   // The epoch the loader is in (0 for the first pass).
@@ -40,9 +76,9 @@ class DataLoader {
 
   // The next batch of the current epoch, or nullopt when the epoch is over.
   std::optional<Batch> next();
-  // Starts the next epoch (a new shuffle order).
+  // Starts the next epoch (a new shuffle or sampler order).
   void reset();
-  // Jumps to the start of `epoch` (the order depends only on seed and epoch).
+  // Jumps to the start of `epoch` (invariant 3).
   void set_epoch(int64_t epoch);
 
   class Iterator {
@@ -72,12 +108,14 @@ class DataLoader {
   Iterator end() { return Iterator(); }
 
  private:
-  void make_order();
+  // Makes `epoch`'s order and enters that epoch at its start.
+  void make_order(int64_t epoch);
   Tensor images_, labels_;
   int64_t n_ = 0, batch_size_ = 1;
   bool shuffle_ = false, drop_last_ = false;
   uint64_t seed_ = 0;
   int64_t epoch_ = 0;
+  Sampler sampler_;     // empty unless a sampler constructor made the loader
   int64_t cursor_ = 0;  // next sample position in order_
   bool started_ = false;
   std::vector<int64_t> order_;

@@ -131,3 +131,69 @@ TEST_CASE("DataLoader rejects bad arguments") {
   CHECK_THROWS_WITH(data::DataLoader(Tensor(), labels, 2), Contains("must be defined"));
   CHECK_THROWS_WITH(data::DataLoader(scalar_tensor(1), scalar_tensor(1), 2), Contains("sample dimension"));
 }
+
+TEST_CASE("DataLoader with a sampler follows sampler(epoch) each epoch") {
+  auto [images, labels] = samples(10);
+  std::vector<int64_t> asked;
+  // Epoch e visits e, e + 3, ... with one repeat, as a padded distributed share would.
+  data::Sampler sampler = [&asked](int64_t epoch) {
+    asked.push_back(epoch);
+    std::vector<int64_t> order;
+    for (int64_t i = epoch; i < 10; i += 3) order.push_back(i);
+    order.push_back(epoch);
+    return order;
+  };
+  data::DataLoader loader(images, labels, 2, sampler);
+  CHECK(asked == std::vector<int64_t>{0});
+  CHECK(loader.num_samples() == 10);
+  CHECK(loader.order() == std::vector<int64_t>{0, 3, 6, 9, 0});
+  CHECK(loader.num_batches() == 3);
+  std::vector<Shape> shapes;
+  std::vector<int64_t> seen;
+  for (const data::Batch& b : loader) {
+    shapes.push_back(b.images.sizes());
+    auto l = b.labels.to_vector<int64_t>();
+    auto img = b.images.to_vector<float>();
+    for (size_t i = 0; i < l.size(); ++i) CHECK(img[i * 6] == static_cast<float>(l[i]));
+    seen.insert(seen.end(), l.begin(), l.end());
+  }
+  CHECK(shapes == std::vector<Shape>{{2, 2, 3}, {2, 2, 3}, {1, 2, 3}});
+  CHECK(seen == std::vector<int64_t>{0, 3, 6, 9, 0});
+
+  // The next pass is epoch 1, with the sampler's order for it.
+  CHECK(epoch_labels(loader) == std::vector<int64_t>{1, 4, 7, 1});
+  CHECK(loader.epoch() == 1);
+  loader.set_epoch(2);
+  CHECK(loader.order() == std::vector<int64_t>{2, 5, 8, 2});
+  CHECK(asked == std::vector<int64_t>{0, 1, 2});
+
+  // drop_last applies to the sampler's order; a captureless lambda picks the sampler constructor.
+  data::DataLoader dropping(images, labels, 2, [](int64_t) { return std::vector<int64_t>{9, 8, 7}; }, true);
+  CHECK(dropping.num_batches() == 1);
+  CHECK(epoch_labels(dropping) == std::vector<int64_t>{9, 8});
+
+  // A sampler that gives the shuffled order reproduces the shuffling loader.
+  data::DataLoader shuffled(images, labels, 4, true, false, 77);
+  data::DataLoader sampled(images, labels, 4, [](int64_t e) { return data::shuffled_order(10, 77, e); });
+  CHECK(epoch_labels(sampled) == epoch_labels(shuffled));
+  CHECK(epoch_labels(sampled) == epoch_labels(shuffled));
+  CHECK(sampled.epoch() == 1);
+}
+
+TEST_CASE("DataLoader rejects a sampler index outside the dataset") {
+  auto [images, labels] = samples(5);
+  auto bad_from_epoch_1 = [](int64_t epoch) {
+    return epoch == 0 ? std::vector<int64_t>{0, 1, 4} : std::vector<int64_t>{2, 5};
+  };
+  CHECK_THROWS_WITH(data::DataLoader(images, labels, 2, [](int64_t) { return std::vector<int64_t>{0, -1}; }),
+                    Contains("sampler(epoch 0) returned index -1 at position 1, outside the dataset's [0, 5)"));
+  data::DataLoader loader(images, labels, 2, bad_from_epoch_1);
+  CHECK(epoch_labels(loader) == std::vector<int64_t>{0, 1, 4});
+  CHECK_THROWS_WITH(loader.set_epoch(1), Contains("returned index 5 at position 1, outside the dataset's [0, 5)"));
+  // The failed epoch was not entered: the loader still holds epoch 0's order.
+  CHECK(loader.epoch() == 0);
+  CHECK(loader.order() == std::vector<int64_t>{0, 1, 4});
+  CHECK_THROWS_AS(loader.reset(), Error);
+  CHECK_THROWS_WITH(data::DataLoader(images, labels, 2, data::Sampler()), Contains("sampler is an empty"));
+  CHECK_THROWS_WITH(data::shuffled_order(-1, 0, 0), Contains("n must be non-negative, got -1"));
+}

@@ -2,7 +2,7 @@
 # Installs graft's Debian build dependencies when they are missing. As root it runs apt-get;
 # otherwise it prints the command to run and fails, so nothing half-configures.
 set -euo pipefail
-pkgs=(meson ninja-build g++ pkg-config catch2 libcli11-dev libdnnl-dev zlib1g-dev nlohmann-json3-dev libdw-dev)
+pkgs=(meson ninja-build g++ pkg-config catch2 libcli11-dev libdnnl-dev zlib1g-dev nlohmann-json3-dev libdw-dev libopenmpi-dev openmpi-bin)
 [ "${GRAFT_WITH_DATA:-0}" = 1 ] && pkgs+=(dataset-fashion-mnist)
 missing=()
 for p in "${pkgs[@]}"; do

@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <sstream>
+#include <thread>
 
 #include "graft.h"
 #include "nn/data_loader.h"
@@ -20,6 +21,11 @@
 #include "tools/commands.h"
 #include "tools/memory_timeline.h"
 #include "tools/train_models.h"
+#if GRAFT_HAVE_DIST
+#include "dist/ddp.h"
+#include "dist/dist.h"
+#include "dist/distributed_sampler.h"
+#endif
 
 namespace graft::tools {
 
@@ -63,10 +69,31 @@ Tensor prepare_images(const Tensor& images, Device device, bool normalize) {
   return normalize ? (x - 0.2860) * (1.0 / 0.3530) : x;
 }
 
-EvalResult evaluate(nn::Module& model, const data::FashionMnist& test, Device device, bool normalize) {
+// This process's place in a data-parallel run (rank 0 of 1 without mpirun).
+struct World {
+  int rank = 0, size = 1;
+  // Sums `v` over the ranks, in place (float64: exact for the counts evaluation sums).
+  void sum(std::vector<double>& v) const {
+#if GRAFT_HAVE_DIST
+    if (size == 1) return;
+    Tensor t = tensor(v, {static_cast<int64_t>(v.size())}, dtype(kFloat64));
+    dist::all_reduce(t);
+    v = t.to_vector<double>();
+#endif
+  }
+};
+
+// Sharded over the ranks (rank r takes test samples r, r + size, ...), counts summed.
+EvalResult evaluate(nn::Module& model, const data::FashionMnist& test, Device device, bool normalize,
+                    const World& world = {}) {
   InferenceMode inference;  // no autograd state, no version counters: the cheapest forward
   model.eval();
-  data::DataLoader loader(test, 1000);
+  auto shard = [&](int64_t) {
+    std::vector<int64_t> idx;
+    for (int64_t i = world.rank; i < test.size(); i += world.size) idx.push_back(i);
+    return idx;
+  };
+  data::DataLoader loader = world.size == 1 ? data::DataLoader(test, 1000) : data::DataLoader(test, 1000, shard);
   EvalResult r;
   r.confusion.assign(100, 0);
   double loss_sum = 0;
@@ -84,8 +111,12 @@ EvalResult evaluate(nn::Module& model, const data::FashionMnist& test, Device de
     n += static_cast<int64_t>(pred.size());
   }
   model.train();
-  r.loss = loss_sum / static_cast<double>(n);
-  r.accuracy = static_cast<double>(correct) / static_cast<double>(n);
+  std::vector<double> sums{loss_sum, static_cast<double>(correct), static_cast<double>(n)};
+  for (int64_t c : r.confusion) sums.push_back(static_cast<double>(c));
+  world.sum(sums);
+  for (size_t i = 0; i < r.confusion.size(); ++i) r.confusion[i] = static_cast<int64_t>(sums[3 + i]);
+  r.loss = sums[0] / sums[2];
+  r.accuracy = sums[1] / sums[2];
   return r;
 }
 
@@ -210,7 +241,42 @@ Device parse_device(const std::string& d) {
 
 }  // namespace
 
-int run_train(const TrainOptions& o) {
+// The model's forward as one module: the stages plainly, checkpointed, or under a budget plan.
+// DDP wraps this, so the parameters are those of the registered model, in its order.
+struct TrainForward : nn::Module {
+  TrainForward(const TrainModel& tm, std::shared_ptr<nn::AutoCheckpoint> budgeted, std::string checkpoint)
+      : stages(tm.stages), budgeted(std::move(budgeted)), checkpoint(std::move(checkpoint)) {
+    register_module("model", tm.module);
+  }
+  Tensor forward(const Tensor& x) override { return budgeted ? (*budgeted)(x) : run_model(*stages, x, checkpoint); }
+  std::shared_ptr<nn::Sequential> stages;
+  std::shared_ptr<nn::AutoCheckpoint> budgeted;
+  std::string checkpoint;
+};
+
+int train(const TrainOptions& options, const World& world) {
+  TrainOptions o = options;
+  if (world.rank != 0) {
+    // Only rank 0 prints, writes metrics and saves: the others' stdout goes nowhere.
+    if (std::freopen("/dev/null", "w", stdout) == nullptr) GRAFT_ERROR("train: cannot silence rank ", world.rank);
+    o.save.clear();
+    o.metrics.clear();
+    o.plot.clear();
+    o.graph.clear();
+    o.memory_timeline.clear();
+  }
+  int64_t local_batch = o.batch_size;
+  if (world.size > 1) {
+    GRAFT_CHECK(o.batch_size % world.size == 0, "train: --batch-size ", o.batch_size,
+                " is the global batch and must split evenly over ", world.size, " processes");
+    local_batch = o.batch_size / world.size;
+    // mpirun --bind-to none: each rank would start a thread per core; share the cores instead.
+    if (std::getenv("OMP_NUM_THREADS") == nullptr) {
+      const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+      int per_node = local ? std::max(1, std::atoi(local)) : world.size;
+      set_num_threads(std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / per_node));
+    }
+  }
   manual_seed(o.seed);
   Device device = parse_device(o.device);
   data::FashionMnist train_set(o.data, true), test_set(o.data, false);
@@ -226,7 +292,15 @@ int run_train(const TrainOptions& o) {
                 o.checkpoint);
     budgeted = std::make_shared<nn::AutoCheckpoint>(tm.stages, parse_bytes(o.memory_budget));
   }
+  // Data-parallel: rank r takes samples r, r + size, ... of the epoch's shuffled order, the same
+  // order one process would use, so each step's ranks together see one process's batch.
+#if GRAFT_HAVE_DIST
+  data::DataLoader loader = world.size == 1
+      ? data::DataLoader(train_set, o.batch_size, /*shuffle=*/true, /*drop_last=*/false, o.seed)
+      : data::DataLoader(train_set, local_batch, dist::DistributedSampler(train_set.size(), true, o.seed), false);
+#else
   data::DataLoader loader(train_set, o.batch_size, /*shuffle=*/true, /*drop_last=*/false, o.seed);
+#endif
   std::unique_ptr<optim::LRScheduler> sched;
   GRAFT_CHECK(o.warmup_epochs == 0 || o.schedule == "cosine", "train: --warmup-epochs ", o.warmup_epochs,
               " needs --schedule cosine (got ", o.schedule, ")");
@@ -244,10 +318,13 @@ int run_train(const TrainOptions& o) {
     GRAFT_CHECK(metrics.good(), "train: cannot write ", o.metrics);
     metrics << "kind,epoch,step,loss,test_loss,test_accuracy,samples_per_s,seconds\n";
   }
-  bool tty = isatty(fileno(stderr)) != 0;
+  bool tty = isatty(fileno(stderr)) != 0 && world.rank == 0;
   std::string sched_text = o.schedule + " schedule";
   if (o.warmup_epochs > 0) sched_text = std::to_string(o.warmup_epochs) + " warmup epoch(s), then " + sched_text;
   std::string wd_text = o.weight_decay >= 0 ? ", weight decay " + tick_label(o.weight_decay) : "";
+  if (world.size > 1)
+    std::printf("graft train: data-parallel on %d processes (MPI), batch %lld per process\n", world.size,
+                static_cast<long long>(local_batch));
   std::printf("graft train: model %s, %lld epochs, batch %lld, %s lr %g%s (%s), %s inputs, device %s, "
               "checkpoint %s%s, seed %llu\n",
               o.model.c_str(), static_cast<long long>(o.epochs), static_cast<long long>(o.batch_size),
@@ -286,6 +363,15 @@ int run_train(const TrainOptions& o) {
     write_memory_timeline(o.memory_timeline, series);
     std::printf("wrote the memory timeline of one step (%zu modes) to %s\n", series.size(), o.memory_timeline.c_str());
   }
+  auto forward_module = std::make_shared<TrainForward>(tm, budgeted, o.checkpoint);
+  std::shared_ptr<nn::Module> forward = forward_module;
+#if GRAFT_HAVE_DIST
+  // After the memory timeline (rank 0's own steps); the optimizer keeps its parameters, which
+  // DDP overwrites in place with rank 0's.
+  if (world.size > 1)
+    forward = std::make_shared<dist::DistributedDataParallel>(forward_module,
+                                                              dist::DDPOptions{.poll_during_backward = o.ddp_poll});
+#endif
   OpProfiler profiler;
   for (int64_t epoch = 0; epoch < o.epochs; ++epoch) {
     auto t0 = clk::now();
@@ -302,7 +388,7 @@ int run_train(const TrainOptions& o) {
       {
         std::unique_ptr<autograd::SaveOnCpu> keep_on_cpu;
         if (o.save_on_cpu) keep_on_cpu = std::make_unique<autograd::SaveOnCpu>(device.is_cuda());
-        loss = cross_entropy(budgeted ? (*budgeted)(x) : run_model(*tm.stages, x, o.checkpoint), y);
+        loss = cross_entropy((*forward)(x), y);
         if (budgeted && budgeted->replans() > planned) {
           planned = budgeted->replans();
           predicted_peak = std::max(predicted_peak, budgeted->plan().predicted_peak_bytes);
@@ -335,7 +421,7 @@ int run_train(const TrainOptions& o) {
                      static_cast<long long>(epoch + 1), static_cast<long long>(o.epochs), std::string(filled, '#').c_str(),
                      std::string(width - filled, '.').c_str(), static_cast<long long>(step), static_cast<long long>(steps),
                      l, sps, eta);
-      } else if (step % 100 == 0 || step == steps) {
+      } else if (world.rank == 0 && (step % 100 == 0 || step == steps)) {
         std::fprintf(stderr, "epoch %lld/%lld step %lld/%lld loss %.4f %.0f samples/s ETA %.0fs\n",
                      static_cast<long long>(epoch + 1), static_cast<long long>(o.epochs), static_cast<long long>(step),
                      static_cast<long long>(steps), l, sps, eta);
@@ -346,7 +432,11 @@ int run_train(const TrainOptions& o) {
     double train_time = seconds_since(t0);
     train_peak_cpu = std::max(train_peak_cpu, memory_stats(kCPU).peak_allocated_bytes);
     if (device.is_cuda()) train_peak_dev = std::max(train_peak_dev, memory_stats(device).peak_allocated_bytes);
-    EvalResult ev = evaluate(*model, test_set, device, o.normalize);
+    std::vector<double> train_sums{loss_sum, static_cast<double>(seen)};
+    world.sum(train_sums);  // the train loss over every rank's samples
+    loss_sum = train_sums[0];
+    seen = static_cast<int64_t>(train_sums[1]);
+    EvalResult ev = evaluate(*model, test_set, device, o.normalize, world);
     accs.push_back(ev.accuracy);
     std::printf("epoch %lld: train loss %.4f, test loss %.4f, test accuracy %.2f%%, %.1f s\n",
                 static_cast<long long>(epoch + 1), loss_sum / static_cast<double>(seen), ev.loss, 100 * ev.accuracy,
@@ -368,6 +458,19 @@ int run_train(const TrainOptions& o) {
     std::printf(", %.1f MiB on %s", static_cast<double>(train_peak_dev) / (1 << 20),
                 device.str().c_str());
   std::printf("\n");
+#if GRAFT_HAVE_DIST
+  if (auto* ddp = dynamic_cast<dist::DistributedDataParallel*>(forward.get())) {
+    const auto& st = ddp->stats();
+    const double steps_done = static_cast<double>(std::max<int64_t>(1, st.steps));
+    std::printf("data-parallel: %zu bucket(s), %.2f MiB all-reduced per step, %.0f%% of it launched before backward "
+                "ended, exposed wait %.3f ms per step, %.2f MiB of bucket buffers\n",
+                ddp->buckets().size(), static_cast<double>(st.bytes_per_step) / (1 << 20),
+                st.bytes_launched_total ? 100.0 * static_cast<double>(st.bytes_launched_in_backward) /
+                                              static_cast<double>(st.bytes_launched_total)
+                                        : 0.0,
+                st.total_exposed_wait_ms / steps_done, static_cast<double>(st.bucket_buffer_bytes) / (1 << 20));
+  }
+#endif
   if (!o.save.empty()) {
     model->to(kCPU);
     nn::save(*model, o.save);
@@ -375,6 +478,28 @@ int run_train(const TrainOptions& o) {
   }
   if (!o.plot.empty()) write_svg(o.plot, step_losses, accs);
   return 0;
+}
+
+int run_train(const TrainOptions& options) {
+  World world;
+#if GRAFT_HAVE_DIST
+  if (dist::launched_by_mpi()) {
+    dist::init();
+    world.rank = dist::rank();
+    world.size = dist::world_size();
+  }
+  try {
+    return train(options, world);
+  } catch (const std::exception& e) {
+    if (world.size == 1) throw;
+    // A rank that stops must take the others with it: they would wait in the next all-reduce.
+    std::fprintf(stderr, "graft: error on rank %d of %d: %s\n", world.rank, world.size, e.what());
+    std::fflush(stderr);
+    dist::abort(1);
+  }
+#else
+  return train(options, world);
+#endif
 }
 
 int run_eval(const std::string& model_name, const std::string& path, const std::string& data_dir, const std::string& dev,

@@ -18,6 +18,7 @@ struct TrainOptions {
   std::string memory_budget;  // "16MiB": plan checkpointing to fit (nn::AutoCheckpoint); empty: off
   std::string memory_timeline;  // SVG of one step's allocations: plain, --checkpoint's mode, the budget plan
   bool save_on_cpu = false;
+  bool ddp_poll = true;  // data-parallel: poll in-flight all-reduces during backward (DDPOptions)
   bool profile = false;  // print a per-op table (calls, total, mean) of the training steps
   std::string schedule = "cosine";
   int64_t warmup_epochs = 0;  // linear warmup before the cosine schedule

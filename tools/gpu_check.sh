@@ -6,7 +6,8 @@
 #                               they need into gpu_bundle/ (git-ignored; one stripped, xz-compressed
 #                               tarball, small enough for the device tool's `carry`).
 #   tools/gpu_check.sh --run    THERE, from the repository root on the GPU machine, with gpu_bundle/
-#                               carried: runs the CUDA tests, `graft bench --device cuda` and
+#                               carried: runs the CUDA tests (with a world-size-1 NCCL all-reduce
+#                               when dist/ was built with NCCL), `graft bench --device cuda` and
 #                               tools/bench/pytorch_reference.py, and prints a side-by-side table.
 #                               Everything lands in $OUT (or ./gpu_check_out). The whole run keeps
 #                               to a time budget (GPU_CHECK_BUDGET_S, default 450 s) with a
@@ -21,6 +22,8 @@ cd "$(dirname "$0")/.."
 BINARIES=(tools/graft tests/cuda/cuda_test_cuda_op_coverage tests/cuda/cuda_test_cuda_vs_cpu
           tests/cuda/cuda_test_cuda_graph_features tests/cuda/cuda_test_caching_allocator
           tests/autograd_test_save_on_cpu_cuda)
+# Built only when dist/ found MPI and the CUDA build found NCCL; bundled when the build has it.
+NCCL_TEST=tests/dist/nccl/dist_test_nccl_world1
 BUNDLE=gpu_bundle
 TARBALL=$BUNDLE/graft_gpu.tar.xz
 
@@ -38,21 +41,28 @@ make_bundle() {
     echo "gpu_check: $builddir is not configured with CUDA (-Dcuda=enabled)" >&2
     exit 1
   }
-  ninja -C "$builddir" -j"${GRAFT_GPU_JOBS:-1}" "${BINARIES[@]}"
+  local binaries=("${BINARIES[@]}")
+  if ninja -C "$builddir" -t query "$NCCL_TEST" >/dev/null 2>&1; then
+    binaries+=("$NCCL_TEST")
+  else
+    echo "gpu_check: $builddir has no $NCCL_TEST (dist/ built without MPI or NCCL): the NCCL step will not run" >&2
+  fi
+  ninja -C "$builddir" -j"${GRAFT_GPU_JOBS:-1}" "${binaries[@]}"
 
   local stage
   stage=$(mktemp -d)
   mkdir -p "$stage/bin" "$stage/lib/compat"
-  for b in "${BINARIES[@]}"; do cp "$builddir/$b" "$stage/bin/"; done
+  for b in "${binaries[@]}"; do cp "$builddir/$b" "$stage/bin/"; done
   # Shared libraries: ours and those a CUDA machine image need not have. The C library, the
   # driver (libcuda) and cuBLAS (about 700 MB; the device machine's CUDA toolkit or PyTorch's
   # wheels have it) are left out. libstdc++/libgcc_s go to lib/compat, used there only when the
-  # machine's own are older than the ones these binaries were linked against.
+  # machine's own are older than the ones these binaries were linked against. NCCL (218 MB, 180
+  # MB compressed: over carry's 64 MiB) is left out too; the target's CUDA or PyTorch has it.
   local libs
-  libs=$(for b in "${BINARIES[@]}"; do ldd "$builddir/$b"; done | awk '/=> \//{print $3}' | sort -u)
+  libs=$(for b in "${binaries[@]}"; do ldd "$builddir/$b"; done | awk '/=> \//{print $3}' | sort -u)
   for l in $libs; do
     case "$(basename "$l")" in
-      libc.so*|libm.so*|libdl.so*|libpthread.so*|librt.so*|ld-linux*|libcuda.so*|libcublas*|libz.so*) ;;
+      libc.so*|libm.so*|libdl.so*|libpthread.so*|librt.so*|ld-linux*|libcuda.so*|libcublas*|libz.so*|libnccl.so*) ;;
       libstdc++.so*|libgcc_s.so*) cp -L "$l" "$stage/lib/compat/" ;;
       *) cp -L "$l" "$stage/lib/" ;;
     esac
@@ -62,7 +72,7 @@ make_bundle() {
   {
     echo "built $(date -u +%FT%TZ) on $(. /etc/os-release; echo "$PRETTY_NAME"), from $builddir"
     echo "needs from the target: glibc >= $(objdump -T "$stage"/bin/* "$stage"/lib/*.so* 2>/dev/null |
-      grep -o 'GLIBC_[0-9.]*' | sort -t. -k2,2n -k3,3n -u | tail -1), libcuda (driver), libcublas.so.13, libcublasLt.so.13, libz.so.1"
+      grep -o 'GLIBC_[0-9.]*' | sort -t. -k2,2n -k3,3n -u | tail -1), libcuda (driver), libcublas.so.13, libcublasLt.so.13, libz.so.1, libnccl.so.2 (the NCCL test only)"
     echo "files:"
     (cd "$stage" && find . -type f -printf '%8k KiB  %p\n' | sort -k3)
   } > "$stage/MANIFEST"
@@ -117,21 +127,21 @@ step() {
   RESULTS+=("$name: $verdict ($((SECONDS - t0)) s)")
 }
 
-# The directory holding libcublas.so.13 on this machine: the CUDA toolkit, the linker cache, or
-# the NVIDIA wheels next to PyTorch.
-find_cublas() {
-  local d
+# The directory holding library $1 (libcublas.so.13, libnccl.so.2) on this machine: the CUDA
+# toolkit, the linker cache, or the NVIDIA wheels next to PyTorch.
+find_lib() {
+  local name=$1 d
   for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib /usr/local/cuda-13*/lib64 \
            /usr/local/cuda-13*/targets/x86_64-linux/lib /usr/lib/x86_64-linux-gnu; do
-    [ -e "$d/libcublas.so.13" ] && { echo "$d"; return; }
+    [ -e "$d/$name" ] && { echo "$d"; return; }
   done
-  d=$(ldconfig -p 2>/dev/null | awk '/libcublas\.so\.13 /{print $NF; exit}')
+  d=$(ldconfig -p 2>/dev/null | awk -v n="$name" '$1 == n {print $NF; exit}')
   [ -n "$d" ] && { dirname "$d"; return; }
-  python3 - <<'PY'
+  python3 - "$name" <<'PY'
 import glob, os, site, sys
 roots = list(dict.fromkeys(site.getsitepackages() + [site.getusersitepackages()] + sys.path))
 for r in roots:
-    hits = glob.glob(os.path.join(r, "nvidia", "**", "libcublas.so.13*"), recursive=True)
+    hits = glob.glob(os.path.join(r, "nvidia", "**", sys.argv[1] + "*"), recursive=True)
     if hits:
         print(os.path.dirname(hits[0]))
         break
@@ -185,12 +195,14 @@ run_checks() {
     echo "PyTorch: ${torchv:-not importable}"
     head -2 "$b/MANIFEST"
   } | tee "$info"
-  local cublas
-  cublas=$(find_cublas)
+  local cublas nccl
+  cublas=$(find_lib libcublas.so.13)
   echo "cuBLAS from: ${cublas:-not found}" | tee -a "$info"
+  nccl=$(find_lib libnccl.so.2)
+  echo "NCCL from: ${nccl:-not found}" | tee -a "$info"
   # PyTorch keeps the machine's own library path: the bundled libcudart/libgomp are graft's.
   local torch_ld=${LD_LIBRARY_PATH:-}
-  export LD_LIBRARY_PATH="$b/lib${cublas:+:$cublas}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  export LD_LIBRARY_PATH="$b/lib${cublas:+:$cublas}${nccl:+:$nccl}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   # Prefer the machine's C++ runtime; fall back to the bundled one when it is too old.
   if ! "$b/bin/graft" info >/dev/null 2>"$out/ld_probe.txt"; then
     if grep -q "GLIBCXX\|CXXABI\|GCC_" "$out/ld_probe.txt"; then
@@ -208,6 +220,16 @@ run_checks() {
     step "cuda/test_cuda_op_coverage" 60 "$log" "$b/bin/cuda_test_cuda_op_coverage"
     step "cuda/test_caching_allocator" 60 "$log" "$b/bin/cuda_test_caching_allocator"
     step "autograd/test_save_on_cpu_cuda" 60 "$log" "$b/bin/autograd_test_save_on_cpu_cuda"
+    # A world-size-1 NcclProcessGroup: all-reduce, broadcast, all-gather and barrier through NCCL.
+    if [ ! -x "$b/bin/dist_test_nccl_world1" ]; then
+      echo "== dist/test_nccl_world1: not run, not in the bundle (dist/ built without MPI or NCCL)" | tee -a "$log"
+      RESULTS+=("dist/test_nccl_world1: not run (not built)")
+    elif [ -z "$nccl" ]; then
+      echo "== dist/test_nccl_world1: not run, libnccl.so.2 not found on this machine" | tee -a "$log"
+      RESULTS+=("dist/test_nccl_world1: not run (no libnccl.so.2)")
+    else
+      step "dist/test_nccl_world1" 60 "$log" env NCCL_DEBUG="${NCCL_DEBUG:-WARN}" "$b/bin/dist_test_nccl_world1"
+    fi
     step "cuda/test_cuda_graph_features" 120 "$log" env GRAFT_EXE="$b/bin/graft" "$b/bin/cuda_test_cuda_graph_features"
     step "cuda/test_cuda_vs_cpu" 200 "$log" "$b/bin/cuda_test_cuda_vs_cpu"
   fi

@@ -8,6 +8,7 @@
 
 #include "runtime/error.h"
 #include "tools/commands.h"
+#include "tools/dist_launch.h"
 
 namespace {
 
@@ -47,7 +48,7 @@ int main(int argc, char** argv) {
   auto* demo = app.add_subcommand("demo", "A short tour of the tensor runtime");
   auto* bench = app.add_subcommand("bench", "Time the benchmark workloads (name value unit, median of repeats)");
   graft::tools::BenchOptions bo;
-  bench->add_option("--filter", bo.filter, "Regex over workload names (engine, mlp, cnn, matmul1024, matmul4096, elementwise_add, stream_triad, deep_mlp, deep_mlp_budget, deep_mlp_disk, alloc_churn, train_epoch, eval)");
+  bench->add_option("--filter", bo.filter, "Regex over workload names (engine, mlp, cnn, matmul1024, matmul4096, elementwise_add, stream_triad, deep_mlp, deep_mlp_budget, deep_mlp_disk, alloc_churn, train_epoch, train_epoch_ddp, sdpa_*, vit, eval)");
   bench->add_option("--repeat", bo.repeat, "Timed repeats per workload (default: per workload)")->check(positive_int());
   bench->add_option("--json", bo.json, "Also write the figures as JSON to this path");
   bench->add_option("--threads", bo.threads, "Intra-op threads (default: all cores)")->check(positive_int());
@@ -99,6 +100,14 @@ int main(int argc, char** argv) {
   train->add_option("--metrics", to.metrics, "Write per-step and per-epoch metrics as CSV");
   train->add_option("--plot", to.plot, "Write an SVG chart of loss and accuracy");
   train->add_option("--graph", to.graph, "Write the first step's backward graph as Graphviz DOT (dot -Tsvg to draw it)");
+  train->add_flag("--ddp-poll,!--no-ddp-poll", to.ddp_poll,
+                  "Data-parallel: poll the in-flight all-reduces during backward (on by default; off measures the "
+                  "wait Open MPI's missing progress thread causes)");
+  int nproc = 1;
+  train->add_option("--nproc", nproc,
+                    "Train data-parallel on N processes: runs this command under mpirun -np N (--batch-size stays "
+                    "the global batch)")
+      ->check(positive_int());
   train->add_option("--data", to.data, "Fashion-MNIST directory (IDX .gz files)")->capture_default_str();
   std::string eval_model = "mlp", eval_load, eval_data = to.data, eval_device = "cpu";
   auto* eval = app.add_subcommand("eval", "Evaluate saved weights on the Fashion-MNIST test set");
@@ -125,6 +134,7 @@ int main(int argc, char** argv) {
         if (train->count("--weight-decay") == 0) to.weight_decay = 0.05;
         if (train->count("--warmup-epochs") == 0 && to.epochs > 1) to.warmup_epochs = 1;
       }
+      if (nproc > 1 && !graft::tools::launched_by_mpirun()) return graft::tools::relaunch_under_mpirun(nproc, argc, argv);
       return graft::tools::run_train(to);
     }
     if (*eval) return graft::tools::run_eval(eval_model, eval_load, eval_data, eval_device, eval_normalize);

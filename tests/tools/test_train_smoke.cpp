@@ -266,3 +266,64 @@ TEST_CASE("graft bench --memory-timeline names the workloads that have a timelin
   CHECK(out.find("deep_mlp_budget") != std::string::npos);
   CHECK(!std::filesystem::exists("/tmp/graft-none.svg"));
 }
+
+// Data-parallel `graft train` (GRAFT_MPIRUN is set by meson when dist/ is built): two ranks on
+// the global batch land on one process's numbers, print once, save once, and a rank that fails
+// ends the job instead of leaving the other waiting.
+TEST_CASE("mpirun -np 2 graft train matches one process; --nproc launches it; a failing rank ends the job") {
+  const char* exe = std::getenv("GRAFT_EXE");
+  const char* mpirun = std::getenv("GRAFT_MPIRUN");
+  REQUIRE(exe != nullptr);
+  if (mpirun == nullptr) {
+    WARN("graft was built without dist/ (no MPI): data-parallel training is not built, nothing to check");
+    return;
+  }
+  auto dir = std::filesystem::temp_directory_path() / ("graft_train_dist_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  write_split(dir.string(), "train", 640);
+  write_split(dir.string(), "t10k", 200);
+  std::string d = dir.string(), common = " train --data " + d + " --epochs 2 --batch-size 32 --lr 0.003";
+  std::string launcher = std::string(mpirun) + " -np 2 --bind-to none --allow-run-as-root ";
+  auto number = [](const std::string& s, const std::string& key) {
+    auto i = s.rfind(key);
+    return i == std::string::npos ? -1.0 : std::atof(s.c_str() + i + key.size());
+  };
+  auto count = [](const std::string& s, const std::string& what) {
+    size_t n = 0;
+    for (auto i = s.find(what); i != std::string::npos; i = s.find(what, i + 1)) ++n;
+    return n;
+  };
+  int status = 0;
+  std::string one = run(std::string(exe) + common, status);
+  INFO(one);
+  REQUIRE(status == 0);
+  std::string two = run(launcher + exe + common + " --save " + d + "/w.safetensors --metrics " + d + "/m.csv", status);
+  INFO(two);
+  REQUIRE(status == 0);
+  CHECK(count(two, "graft train: model mlp") == 1);  // only rank 0 prints
+  CHECK(two.find("data-parallel on 2 processes (MPI), batch 16 per process") != std::string::npos);
+  CHECK(two.find("of it launched before backward ended") != std::string::npos);
+  // The same global batches, averaged gradients: one process's loss and accuracy, up to rounding.
+  CHECK(number(two, "epoch 2: train loss ") == Approx(number(one, "epoch 2: train loss ")).margin(5e-3));
+  CHECK(number(two, "test loss ") == Approx(number(one, "test loss ")).margin(5e-3));
+  CHECK(number(two, "test accuracy ") == Approx(number(one, "test accuracy ")).margin(1.0));
+  CHECK(std::filesystem::exists(dir / "w.safetensors"));
+  std::ifstream csv(dir / "m.csv");
+  std::string all((std::istreambuf_iterator<char>(csv)), std::istreambuf_iterator<char>());
+  CHECK(count(all, "kind,epoch") == 1);  // one writer
+  std::string ev = run(std::string(exe) + " eval --data " + d + " --load " + d + "/w.safetensors", status);
+  INFO(ev);
+  CHECK(status == 0);
+  CHECK(number(ev, "test accuracy ") == number(two, "test accuracy "));  // sharded evaluation sums to the whole
+  // --nproc runs the same job through mpirun itself.
+  std::string launched = run(std::string(exe) + common + " --nproc 2", status);
+  INFO(launched);
+  CHECK(status == 0);
+  CHECK(number(launched, "test loss ") == number(two, "test loss "));
+  // A bad global batch fails on every rank, and the job ends with an error instead of hanging.
+  std::string bad = run(launcher + exe + " train --data " + d + " --epochs 1 --batch-size 33", status);
+  INFO(bad);
+  CHECK(status != 0);
+  CHECK(bad.find("must split evenly over 2 processes") != std::string::npos);
+  std::filesystem::remove_all(dir);
+}

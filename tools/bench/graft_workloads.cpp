@@ -14,6 +14,9 @@
 #include <random>
 
 #include "graft.h"
+#if GRAFT_HAVE_DIST
+#include "dist/ddp.h"
+#endif
 #include "graft_config.h"
 #include "nn/checkpoint_helpers.h"
 #if GRAFT_HAVE_CUDA
@@ -321,21 +324,28 @@ std::vector<Figure> bench_deep_mlp(int repeat, Device device) {
 // (AccumulateGrad::accumulate_directly) instead of allocating and adding a temporary.
 // On CUDA the data set stays on the host and each batch is copied to the device, as `graft train
 // --device cuda` does.
-std::vector<Figure> bench_train_epoch(int repeat, Device device) {
+// `ddp`: the model runs inside dist::DistributedDataParallel at world size 1 (no launcher), the
+// wrapper `graft train` uses under mpirun; train_epoch_ddp compares the two epochs.
+// Seconds per epoch, one list per entry of set_to_none_modes, appended to per_mode.
+void train_epoch_seconds(int repeat, Device device, bool ddp, const std::vector<bool>& set_to_none_modes,
+                         std::vector<std::vector<double>>& per_mode) {
   manual_seed(0);
   Tensor images = rand({60000, 1, 28, 28}), labels = randint(0, 10, {60000});
-  auto model_ptr = train_mlp(device);
-  nn::Sequential& model = *model_ptr;
-  optim::Adam opt(model.parameters(), 1e-3);
+  std::shared_ptr<nn::Module> model = train_mlp(device);
+#if GRAFT_HAVE_DIST
+  if (ddp) model = std::make_shared<dist::DistributedDataParallel>(model);
+#else
+  GRAFT_CHECK(!ddp, "bench: this graft was built without dist/");
+#endif
+  optim::Adam opt(model->parameters(), 1e-3);
   data::DataLoader loader(images, labels, 128, /*shuffle=*/true, /*drop_last=*/false, 0);
   optim::CosineAnnealingLR sched(opt, 2 * loader.num_batches());
   int64_t epoch = 0;
-  std::vector<Figure> out;
-  for (bool set_to_none : {true, false}) {
+  for (bool set_to_none : set_to_none_modes) {
     auto t = time_ms(device, repeat, 1, [&] {
       loader.set_epoch(epoch++);
       while (auto b = loader.next()) {
-        Tensor loss = cross_entropy(model.forward((b->images.to(device) - 0.2860) * (1.0 / 0.3530)), b->labels.to(device));
+        Tensor loss = cross_entropy(model->forward((b->images.to(device) - 0.2860) * (1.0 / 0.3530)), b->labels.to(device));
         opt.zero_grad(set_to_none);
         loss.backward();
         opt.step();
@@ -344,10 +354,32 @@ std::vector<Figure> bench_train_epoch(int repeat, Device device) {
     });
     std::vector<double> s;
     for (double ms : t) s.push_back(ms / 1000.0);
-    out.push_back(summarize(set_to_none ? "train_mlp_epoch_s" : "train_mlp_epoch_keep_grads_s", "s", s));
+    per_mode.push_back(s);
   }
-  return out;
 }
+
+std::vector<Figure> bench_train_epoch(int repeat, Device device) {
+  std::vector<std::vector<double>> s;
+  train_epoch_seconds(repeat, device, false, {true, false}, s);
+  return {summarize("train_mlp_epoch_s", "s", s[0]), summarize("train_mlp_epoch_keep_grads_s", "s", s[1])};
+}
+
+#if GRAFT_HAVE_DIST
+// The same epoch as train_mlp_epoch_s, bare and then wrapped in DistributedDataParallel at world
+// size 1, alternating so both see the same machine state: the wrapper's own cost.
+std::vector<Figure> bench_train_epoch_ddp(int repeat, Device device) {
+  std::vector<double> bare, wrapped;
+  for (int r = 0; r < repeat; ++r) {
+    std::vector<std::vector<double>> a, b;
+    train_epoch_seconds(1, device, false, {true}, a);
+    train_epoch_seconds(1, device, true, {true}, b);
+    bare.push_back(a[0][0]);
+    wrapped.push_back(b[0][0]);
+  }
+  return {summarize("train_mlp_epoch_bare_s", "s", bare), summarize("train_mlp_epoch_ddp1_s", "s", wrapped)};
+}
+#endif
+
 
 // scaled_dot_product_attention, forward + backward: q, k, v = randn [4, 4, L, 64] (batch 4, heads
 // 4, head dim 64), no mask; out.backward(g) with a fixed g, grads set to none between iterations
@@ -634,6 +666,9 @@ const std::vector<Workload>& workloads() {
       {"deep_mlp_budget", bench_deep_mlp_budget, 3, kOnBoth, timeline_deep_mlp},
       {"deep_mlp_disk", bench_deep_mlp_disk, 3, kOnCpu, timeline_deep_mlp},
       {"train_epoch", bench_train_epoch, 3},
+#if GRAFT_HAVE_DIST
+      {"train_epoch_ddp", bench_train_epoch_ddp, 3, kOnCpu},
+#endif
       {"sdpa_L16", [](int r, Device d) { return bench_sdpa(16, false, r, d); }, 50},
       {"sdpa_L64", [](int r, Device d) { return bench_sdpa(64, false, r, d); }, 30},
       {"sdpa_L256", [](int r, Device d) { return bench_sdpa(256, false, r, d); }, 10},

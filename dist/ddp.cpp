@@ -4,6 +4,7 @@
 #include <map>
 #include <sstream>
 
+#include "autograd/autograd_meta.h"
 #include "autograd/engine.h"
 #include "autograd/functional.h"
 #include "autograd/grad_mode.h"
@@ -194,6 +195,15 @@ Tensor DistributedDataParallel::forward(const Tensor& input) {
 
 void DistributedDataParallel::on_bucket_ready(size_t b, const std::vector<Tensor>& grads) {
   if (!sync_armed_) return;
+  // Only a task that accumulates into .grad takes part: autograd::grad() (or backward(inputs=)
+  // elsewhere) captures the gradients and must neither communicate nor touch .grad.
+  bool accumulates = false;
+  for (size_t j = 0; j < grads.size() && !accumulates; ++j)
+    if (grads[j].defined()) {
+      auto acc = autograd::grad_accumulator(params_[static_cast<size_t>(buckets_[b]->params[j])]);
+      accumulates = acc && autograd::task_runs_without_capture(acc.get());
+    }
+  if (!accumulates) return;
   const int64_t task = autograd::current_graph_task_id();
   if (!step_ || step_->task_id != task) {
     drain();

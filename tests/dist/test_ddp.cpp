@@ -174,6 +174,24 @@ TEST_CASE("DDP: no_sync accumulates locally, then one synced step equals one pro
   for (auto& p : ddp.parameters()) CHECK(same_on_all_ranks(p));
 }
 
+TEST_CASE("DDP: autograd::grad through the model neither communicates nor writes .grad", "[ddp]") {
+  DistributedDataParallel ddp(make_mlp(17));
+  Data local = shard(make_data(19));
+  const int64_t before = collectives();
+  Tensor loss = nn::functional::cross_entropy(ddp(local.x), local.y);
+  auto params = ddp.parameters();
+  auto grads = autograd::grad({loss}, params);
+  CHECK(collectives() == before);
+  for (size_t i = 0; i < params.size(); ++i) {
+    CHECK(grads[i].defined());
+    CHECK_FALSE(params[i].grad().defined());
+  }
+  // A backward afterwards still reduces as usual.
+  nn::functional::cross_entropy(ddp(local.x), local.y).backward();
+  CHECK(collectives() > before);
+  for (auto& p : params) CHECK(same_on_all_ranks(p.grad()));
+}
+
 namespace {
 // A parameter used on one rank only (`extra`), and one no rank uses (`unused`, alone in its bucket).
 struct Branchy : nn::Module {

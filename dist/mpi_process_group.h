@@ -21,8 +21,6 @@ class MpiProcessGroup final : public ProcessGroup {
   MpiProcessGroup();  // MPI must be initialised
   ~MpiProcessGroup() override;
   std::string name() const override { return "mpi"; }
-  int rank() const override { return rank_; }
-  int size() const override { return size_; }
   std::shared_ptr<Work> all_reduce(Tensor& t, ReduceOp op) override;
   std::shared_ptr<Work> broadcast(Tensor& t, int src) override;
   std::vector<Tensor> all_gather(const Tensor& t) override;
@@ -33,7 +31,6 @@ class MpiProcessGroup final : public ProcessGroup {
  private:
   struct Comm;
   std::unique_ptr<Comm> comm_;
-  int rank_ = 0, size_ = 1;
 };
 
 // Counted, checked MPI: throws graft::Error naming `what` and MPI's error string when rc != MPI_SUCCESS.

@@ -167,8 +167,6 @@ class NcclProcessGroup final : public ProcessGroup {
   NcclProcessGroup& operator=(const NcclProcessGroup&) = delete;
 
   std::string name() const override { return "nccl"; }
-  int rank() const override { return rank_; }
-  int size() const override { return size_; }
   std::shared_ptr<Work> all_reduce(Tensor& t, ReduceOp op) override;
   std::shared_ptr<Work> broadcast(Tensor& t, int src) override;
   std::vector<Tensor> all_gather(const Tensor& t) override;
@@ -181,7 +179,7 @@ class NcclProcessGroup final : public ProcessGroup {
   // The completion event of what was just queued on the NCCL stream.
   EventPtr record_done(const char* op, const Tensor& t);
 
-  int rank_ = 0, size_ = 1, device_ = 0;
+  int device_ = 0;
   cudaStream_t stream_ = nullptr;
   EventPtr ready_;
   ncclComm_t comm_ = nullptr;
@@ -189,7 +187,9 @@ class NcclProcessGroup final : public ProcessGroup {
 };
 
 NcclProcessGroup::NcclProcessGroup(int rank, int size, int device, const std::vector<uint8_t>& unique_id)
-    : rank_(rank), size_(size), device_(device) {
+    : device_(device) {
+  rank_ = rank;
+  size_ = size;
   GRAFT_CHECK(size >= 1 && rank >= 0 && rank < size, "NCCL process group: rank ", rank,
               " is not a rank of a world of size ", size);
   int devices = cuda_device_count();

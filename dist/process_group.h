@@ -49,8 +49,8 @@ class ProcessGroup {
  public:
   virtual ~ProcessGroup() = default;
   virtual std::string name() const = 0;  // "mpi", "nccl", "local"
-  virtual int rank() const = 0;
-  virtual int size() const = 0;
+  int rank() const { return rank_; }
+  int size() const { return size_; }
   // In place on `t` (any layout; a non-contiguous tensor goes through a contiguous copy).
   virtual std::shared_ptr<Work> all_reduce(Tensor& t, ReduceOp op) = 0;
   virtual std::shared_ptr<Work> broadcast(Tensor& t, int src) = 0;
@@ -61,6 +61,7 @@ class ProcessGroup {
   int64_t num_collectives() const { return num_collectives_; }
 
  protected:
+  int rank_ = 0, size_ = 1;  // set once by the group's constructor
   int64_t num_collectives_ = 0;
 };
 
@@ -69,8 +70,6 @@ class ProcessGroup {
 class LocalProcessGroup final : public ProcessGroup {
  public:
   std::string name() const override { return "local"; }
-  int rank() const override { return 0; }
-  int size() const override { return 1; }
   std::shared_ptr<Work> all_reduce(Tensor& t, ReduceOp op) override;
   std::shared_ptr<Work> broadcast(Tensor& t, int src) override;
   std::vector<Tensor> all_gather(const Tensor& t) override;

@@ -32,6 +32,7 @@ struct DistributedDataParallel::StepState {
   std::vector<std::shared_ptr<Work>> works;
   size_t next_launch = 0;
   std::vector<int64_t> order;
+  std::vector<std::chrono::steady_clock::time_point> launched_at;
 };
 
 namespace {
@@ -212,6 +213,7 @@ void DistributedDataParallel::on_bucket_ready(size_t b, const std::vector<Tensor
     step_->filled.assign(buckets_.size(), false);
     step_->launched_in_backward.assign(buckets_.size(), false);
     step_->works.resize(buckets_.size());
+    step_->launched_at.resize(buckets_.size());
     autograd::queue_callback([this] { finalize_backward(); });
   }
   fill_bucket(b, &grads);
@@ -257,6 +259,7 @@ void DistributedDataParallel::launch_ready_buckets(bool in_backward) {
     Bucket& bucket = *buckets_[b];
     s.works[b] = bucket.group->all_reduce(bucket.flat, ReduceOp::Sum);
     s.launched_in_backward[b] = in_backward;
+    s.launched_at[b] = std::chrono::steady_clock::now();
     s.order.push_back(static_cast<int64_t>(b));
   }
 }
@@ -270,10 +273,13 @@ void DistributedDataParallel::poll() {
 // Invariant 5, run by the engine when the graph task has run its last node.
 void DistributedDataParallel::finalize_backward() {
   StepState& s = *step_;
+  auto t0 = std::chrono::steady_clock::now();  // backward's last node has run
   for (size_t b = 0; b < buckets_.size(); ++b)
     if (!s.filled[b]) fill_bucket(b, nullptr);
   launch_ready_buckets(false);
-  auto t0 = std::chrono::steady_clock::now();
+  std::vector<double> lead(buckets_.size());
+  for (size_t b = 0; b < buckets_.size(); ++b)
+    lead[b] = std::max(0.0, std::chrono::duration<double, std::milli>(t0 - s.launched_at[b]).count());
   for (auto& w : s.works)
     if (w) w->wait();
   double wait_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -304,6 +310,8 @@ void DistributedDataParallel::finalize_backward() {
   stats_.launch_order = s.order;
   stats_.launched_in_backward = s.launched_in_backward;
   stats_.last_exposed_wait_ms = wait_ms;
+  stats_.launch_lead_ms = lead;
+  for (double l : lead) stats_.total_launch_lead_ms += l;
   stats_.total_exposed_wait_ms += wait_ms;
   stats_.bytes_launched_in_backward += bytes_in_backward;
   stats_.bytes_launched_total += bytes;

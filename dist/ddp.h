@@ -81,8 +81,10 @@ class DistributedDataParallel : public nn::Module {
     int64_t bucket_buffer_bytes = 0;        // memory DDP adds (the flat buffers)
     std::vector<int64_t> launch_order;      // last step: bucket indices in launch order
     std::vector<bool> launched_in_backward; // last step, per bucket: launched before the graph task's end
+    std::vector<double> launch_lead_ms;     // last step, per bucket: how long before that end it launched
     double last_exposed_wait_ms = 0;        // last step: time the end of backward waited for all-reduces
     double total_exposed_wait_ms = 0;
+    double total_launch_lead_ms = 0;        // summed over steps and buckets: all-reduce time hidden behind backward
     int64_t bytes_launched_in_backward = 0; // summed over steps
     int64_t bytes_launched_total = 0;
   };

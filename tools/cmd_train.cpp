@@ -463,12 +463,14 @@ int train(const TrainOptions& options, const World& world) {
     const auto& st = ddp->stats();
     const double steps_done = static_cast<double>(std::max<int64_t>(1, st.steps));
     std::printf("data-parallel: %zu bucket(s), %.2f MiB all-reduced per step, %.0f%% of it launched before backward "
-                "ended, exposed wait %.3f ms per step, %.2f MiB of bucket buffers\n",
+                "ended (%.3f ms ahead of the end per step, summed over buckets), exposed wait %.3f ms per step "
+                "(polling %s), %.2f MiB of bucket buffers\n",
                 ddp->buckets().size(), static_cast<double>(st.bytes_per_step) / (1 << 20),
                 st.bytes_launched_total ? 100.0 * static_cast<double>(st.bytes_launched_in_backward) /
                                               static_cast<double>(st.bytes_launched_total)
                                         : 0.0,
-                st.total_exposed_wait_ms / steps_done, static_cast<double>(st.bucket_buffer_bytes) / (1 << 20));
+                st.total_launch_lead_ms / steps_done, st.total_exposed_wait_ms / steps_done, o.ddp_poll ? "on" : "off",
+                static_cast<double>(st.bucket_buffer_bytes) / (1 << 20));
   }
 #endif
   if (!o.save.empty()) {

@@ -143,6 +143,9 @@ TEST_CASE("DDP: a small bucket cap gives the expected buckets, launched in order
   REQUIRE(st.launched_in_backward.size() == 3);
   CHECK(st.launched_in_backward[0]);
   CHECK(st.launched_in_backward[1]);
+  REQUIRE(st.launch_lead_ms.size() == 3);
+  CHECK(st.launch_lead_ms[0] > 0);  // on the wire while backward still ran
+  CHECK(st.launch_lead_ms[1] > 0);
   CHECK(st.bytes_per_step == 272 + 1088 + 576);
   CHECK(st.bucket_buffer_bytes == (68 + 272 + 144 + 6) * 4);  // gradients, then one used count per parameter
 }

@@ -279,6 +279,10 @@ int train(const TrainOptions& options, const World& world) {
   }
   manual_seed(o.seed);
   Device device = parse_device(o.device);
+#if GRAFT_HAVE_DIST
+  // One GPU per rank: a bare "cuda" means this rank's local GPU (an explicit cuda:N is kept).
+  if (world.size > 1 && device.is_cuda() && o.device == "cuda") device = Device(DeviceType::CUDA, dist::local_rank());
+#endif
   data::FashionMnist train_set(o.data, true), test_set(o.data, false);
   TrainModel tm = make_model(o.model);
   auto& model = tm.module;

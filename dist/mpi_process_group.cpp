@@ -117,8 +117,7 @@ MpiProcessGroup::~MpiProcessGroup() {
 
 std::shared_ptr<Work> MpiProcessGroup::all_reduce(Tensor& t, ReduceOp op) {
   check_cpu(t, "all_reduce");
-  GRAFT_CHECK(op != ReduceOp::Avg || is_floating(t.dtype()), "all_reduce: op avg needs a floating tensor, got ",
-              describe(t));
+  check_reduce(t, op);
   Tensor buf = t.is_contiguous() ? t : ops::clone(t);
   auto work = std::make_shared<MpiWork>(t, buf, op == ReduceOp::Avg, size_);
   ++num_collectives_;

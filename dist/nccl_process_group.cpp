@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <exception>
 #include <mutex>
 #include <string>
@@ -178,6 +179,8 @@ class NcclProcessGroup final : public ProcessGroup {
   void order_after_caller(const char* op, const Tensor& t);
   // The completion event of what was just queued on the NCCL stream.
   EventPtr record_done(const char* op, const Tensor& t);
+  std::shared_ptr<Work> in_place(const char* op, const char* call, Tensor& t, bool copy_back, int divide_by,
+                                 const std::function<ncclResult_t(void*, size_t)>& launch);
 
   int device_ = 0;
   cudaStream_t stream_ = nullptr;
@@ -251,10 +254,11 @@ EventPtr NcclProcessGroup::record_done(const char* op, const Tensor& t) {
   return done;
 }
 
-std::shared_ptr<Work> NcclProcessGroup::all_reduce(Tensor& t, ReduceOp op) {
-  check_tensor("all_reduce", t);
-  GRAFT_CHECK(op != ReduceOp::Avg || is_floating(t.dtype()), "all_reduce: op avg needs a floating tensor, got ",
-              describe(t), " (avg is a sum then a division)");
+// The in-place collectives' common path: staging copy, ordering after the caller, the launch on
+// the NCCL stream, record_stream and the completion event. `target` names where the Work copies the
+// result back (the tensor itself, or the staging buffer when nothing must come back).
+std::shared_ptr<Work> NcclProcessGroup::in_place(const char* op, const char* call, Tensor& t, bool copy_back,
+                                                 int divide_by, const std::function<ncclResult_t(void*, size_t)>& launch) {
   cuda::DeviceGuard guard(device_);
   // Every rank has the same element count (process_group.h invariant 1), so all skip together;
   // NCCL would refuse the null pointer of an empty storage.
@@ -263,35 +267,29 @@ std::shared_ptr<Work> NcclProcessGroup::all_reduce(Tensor& t, ReduceOp op) {
     return std::make_shared<CompletedWork>();
   }
   Tensor buf = t.is_contiguous() ? t : ops::clone(t);
-  order_after_caller("all_reduce", t);
-  nccl_check(ncclAllReduce(buf.data_ptr(), buf.data_ptr(), static_cast<size_t>(buf.numel()), nccl_dtype(t.dtype()),
-                           nccl_op(t.dtype(), op), comm_, stream_),
-             comm_, "ncclAllReduce", "all_reduce", &t);
+  order_after_caller(op, t);
+  nccl_check(launch(buf.data_ptr(), static_cast<size_t>(buf.numel())), comm_, call, op, &t);
   ++num_collectives_;
   cuda::record_stream(buf, stream_);
-  EventPtr done = record_done("all_reduce", t);
-  return std::make_shared<NcclWork>("all_reduce", device_, std::move(done), t, buf,
-                                    op == ReduceOp::Avg ? size_ : 1);
+  EventPtr done = record_done(op, t);
+  return std::make_shared<NcclWork>(op, device_, std::move(done), copy_back ? t : buf, buf, divide_by);
+}
+
+std::shared_ptr<Work> NcclProcessGroup::all_reduce(Tensor& t, ReduceOp op) {
+  check_tensor("all_reduce", t);
+  check_reduce(t, op);
+  return in_place("all_reduce", "ncclAllReduce", t, true, op == ReduceOp::Avg ? size_ : 1, [&](void* p, size_t n) {
+    return ncclAllReduce(p, p, n, nccl_dtype(t.dtype()), nccl_op(t.dtype(), op), comm_, stream_);
+  });
 }
 
 std::shared_ptr<Work> NcclProcessGroup::broadcast(Tensor& t, int src) {
   check_tensor("broadcast", t);
   GRAFT_CHECK(src >= 0 && src < size_, "broadcast: src ", src, " is not a rank of a world of size ", size_);
-  cuda::DeviceGuard guard(device_);
-  if (t.numel() == 0) {
-    ++num_collectives_;
-    return std::make_shared<CompletedWork>();
-  }
-  Tensor buf = t.is_contiguous() ? t : ops::clone(t);
-  order_after_caller("broadcast", t);
-  nccl_check(ncclBroadcast(buf.data_ptr(), buf.data_ptr(), static_cast<size_t>(buf.numel()), nccl_dtype(t.dtype()),
-                           src, comm_, stream_),
-             comm_, "ncclBroadcast", "broadcast", &t);
-  ++num_collectives_;
-  cuda::record_stream(buf, stream_);
-  EventPtr done = record_done("broadcast", t);
   // The root's tensor is unchanged: its staging copy needs no copy back.
-  return std::make_shared<NcclWork>("broadcast", device_, std::move(done), rank_ == src ? buf : t, buf, 1);
+  return in_place("broadcast", "ncclBroadcast", t, rank_ != src, 1, [&](void* p, size_t n) {
+    return ncclBroadcast(p, p, n, nccl_dtype(t.dtype()), src, comm_, stream_);
+  });
 }
 
 std::vector<Tensor> NcclProcessGroup::all_gather(const Tensor& t) {

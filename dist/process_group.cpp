@@ -14,10 +14,14 @@ const char* reduce_op_name(ReduceOp op) {
   return "?";
 }
 
+void check_reduce(const Tensor& t, ReduceOp op) {
+  GRAFT_CHECK(op != ReduceOp::Avg || is_floating(t.dtype()), "all_reduce: op avg needs a floating tensor, got ",
+              describe(t), " (avg is a sum then a division)");
+}
+
 std::shared_ptr<Work> LocalProcessGroup::all_reduce(Tensor& t, ReduceOp op) {
   GRAFT_CHECK(t.defined(), "all_reduce: the tensor is undefined");
-  GRAFT_CHECK(op != ReduceOp::Avg || is_floating(t.dtype()), "all_reduce: op avg needs a floating tensor, got ",
-              describe(t));
+  check_reduce(t, op);
   ++num_collectives_;
   return std::make_shared<CompletedWork>();
 }

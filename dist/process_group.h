@@ -27,6 +27,8 @@ namespace graft::dist {
 
 enum class ReduceOp { Sum, Avg, Max, Min };
 const char* reduce_op_name(ReduceOp op);
+// all_reduce's argument check every group shares: Avg divides, so it needs a floating dtype.
+void check_reduce(const Tensor& t, ReduceOp op);
 
 class Work {
  public:

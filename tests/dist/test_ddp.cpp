@@ -177,6 +177,37 @@ TEST_CASE("DDP: no_sync accumulates locally, then one synced step equals one pro
   for (auto& p : ddp.parameters()) CHECK(same_on_all_ranks(p));
 }
 
+namespace {
+// A model with a buffer that forward does not change (its value says which rank set it last).
+struct Buffered : nn::Module {
+  Buffered() {
+    manual_seed(23);
+    fc = register_module("fc", std::make_shared<nn::Linear>(8, 4));
+    stat = register_buffer("stat", full({3}, static_cast<double>(dist::rank() + 1)));
+  }
+  Tensor forward(const Tensor& x) override { return fc->forward(x); }
+  std::shared_ptr<nn::Linear> fc;
+  Tensor stat;
+};
+}  // namespace
+
+TEST_CASE("DDP: buffers come from rank 0 at construction and at each forward unless broadcast_buffers is off", "[ddp]") {
+  Data local = shard(make_data(29));
+  for (bool each_forward : {true, false}) {
+    auto net = std::make_shared<Buffered>();
+    DistributedDataParallel ddp(net, DDPOptions{.broadcast_buffers = each_forward});
+    CHECK(net->stat.to_vector<float>() == std::vector<float>(3, 1.0f));  // rank 0's, on every rank
+    {
+      NoGradGuard no_grad;
+      net->stat.fill_(static_cast<double>(10 * (dist::rank() + 1)));
+    }
+    nn::functional::cross_entropy(ddp(local.x), local.y).backward();
+    INFO("broadcast_buffers " << each_forward);
+    const float expected = each_forward ? 10.0f : static_cast<float>(10 * (dist::rank() + 1));
+    CHECK(net->stat.to_vector<float>() == std::vector<float>(3, expected));
+  }
+}
+
 TEST_CASE("DDP: autograd::grad through the model neither communicates nor writes .grad", "[ddp]") {
   DistributedDataParallel ddp(make_mlp(17));
   Data local = shard(make_data(19));
@@ -305,7 +336,10 @@ TEST_CASE("collectives: all_reduce ops, async work, broadcast, all_gather, non-c
   dist::all_reduce(mx, dist::ReduceOp::Max);
   dist::all_reduce(mn, dist::ReduceOp::Min);
   auto work = dist::all_reduce(avg, dist::ReduceOp::Avg, /*async=*/true);
-  work->wait();
+  while (!work->test()) {
+  }
+  work->wait();  // after test() said done: returns at once, the average stays
+  CHECK(dist::local_rank() == r);  // one node: local ranks are the world's
   CHECK(mx.to_vector<float>()[0] == static_cast<float>(w));
   CHECK(mn.to_vector<float>()[0] == 1.0f);
   CHECK(avg.to_vector<float>()[0] == Approx((w + 1) / 2.0));
@@ -329,6 +363,13 @@ TEST_CASE("collectives: all_reduce ops, async work, broadcast, all_gather, non-c
 TEST_CASE("world size 1 without a launcher: DDP trains like the bare model and makes no MPI call", "[single]") {
   REQUIRE_FALSE(dist::launched_by_mpi());
   dist::init();
+  CHECK(dist::is_initialized());
+  dist::finalize();
+  dist::finalize();  // idempotent
+  CHECK_FALSE(dist::is_initialized());
+  dist::init();
+  CHECK(dist::is_initialized());
+  CHECK(dist::local_rank() == 0);
   CHECK(dist::world_size() == 1);
   CHECK(dist::rank() == 0);
   Data d = make_data(1);

@@ -13,6 +13,7 @@
 // Bias: out is first filled with bias[o] per channel, then the GEMM adds with beta = 1.
 #include <algorithm>
 
+#include "cuda/cuda_kernels.h"
 #include "cuda/cublas_gemm.h"
 #include "cuda/cuda_context.h"
 #include "cuda/kernels/im2col.h"
@@ -25,7 +26,6 @@
 namespace graft {
 namespace kernels {
 namespace {
-
 
 // ---- im2col + GEMM ----
 
@@ -148,6 +148,15 @@ void conv_backward_weight(const ConvParams& p, const T* gy, const T* x, T* gw, D
 
 // ---- kernels ----
 
+}  // namespace
+
+}  // namespace kernels
+
+namespace cuda {
+using namespace kernels;
+
+// ---- kernels (declared in cuda/cuda_kernels.h, registered from the op declarations) ----
+
 Tensor conv2d_cuda(const Tensor& input, const Tensor& weight, const Tensor& bias, const Shape& stride,
                    const Shape& padding, const Shape& dilation, int64_t groups) {
   ConvParams p = plan_conv2d(input, weight, bias, stride, padding, dilation, groups);
@@ -198,11 +207,6 @@ Tensor conv2d_backward_weight_cuda(const Tensor& grad_out, const Tensor& input, 
   return gw;
 }
 
-}  // namespace
+}  // namespace cuda
 
-GRAFT_KERNEL("conv2d", CUDA, conv2d_cuda);
-GRAFT_KERNEL("conv2d_backward_input", CUDA, conv2d_backward_input_cuda);
-GRAFT_KERNEL("conv2d_backward_weight", CUDA, conv2d_backward_weight_cuda);
-
-}  // namespace kernels
 }  // namespace graft

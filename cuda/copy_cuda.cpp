@@ -14,6 +14,7 @@
 //   copy kernel with conversion. Across GPUs: the source made dense on its device, then
 //   cudaMemcpyPeerAsync; both ends are synchronised because the two devices' streams are not
 //   ordered against each other (rare path, kept obviously correct).
+#include "cuda/cuda_kernels.h"
 #include "cuda/cuda_context.h"
 #include "cuda/elementwise_cuda.h"
 #include "cuda/kernels/copy.h"
@@ -115,6 +116,10 @@ void copy_any(const Tensor& self, const Tensor& src, bool non_blocking) {
   }
 }
 
+}  // namespace
+
+// ---- kernels (declared in cuda/cuda_kernels.h, registered from the op declarations) ----
+
 Tensor copy_cuda(const Tensor& self, const Tensor& src, bool non_blocking) {
   kernels::check_defined(self, "copy_", "self");
   kernels::check_defined(src, "copy_", "src");
@@ -138,10 +143,10 @@ Tensor fill_cuda(const Tensor& self, Scalar value) {
   return self;
 }
 
-Tensor clone_cuda(const Tensor& self, int64_t memory_format) {
+Tensor clone_cuda(const Tensor& self, MemoryFormat memory_format) {
   kernels::check_defined(self, "clone", "self");
   DeviceGuard guard(self.device().index);
-  Tensor out = kernels::new_tensor_in_format(self, memory_format_from_int(memory_format, "clone"));
+  Tensor out = kernels::new_tensor_in_format(self, memory_format);
   copy_on_device(out, self);
   return out;
 }
@@ -159,12 +164,5 @@ Tensor to_copy_cuda(const Tensor& self, DType dtype, Device device, bool non_blo
   copy_any(out, self, non_blocking);
   return out;
 }
-
-}  // namespace
-
-GRAFT_KERNEL("copy_", CUDA, copy_cuda);
-GRAFT_KERNEL("fill_", CUDA, fill_cuda);
-GRAFT_KERNEL("clone", CUDA, clone_cuda);
-GRAFT_KERNEL("_to_copy", CUDA, to_copy_cuda);
 
 }  // namespace graft::cuda

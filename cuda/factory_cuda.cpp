@@ -2,6 +2,7 @@
 // (kernels::new_tensor -> get_allocator), under a DeviceGuard so "cuda:1" allocates on GPU 1.
 #include <cmath>
 
+#include "cuda/cuda_kernels.h"
 #include "cuda/cuda_context.h"
 #include "cuda/elementwise_cuda.h"
 #include "cuda/kernels/copy.h"
@@ -10,7 +11,8 @@
 #include "runtime/dispatcher.h"
 
 namespace graft::cuda {
-namespace {
+
+// ---- kernels (declared in cuda/cuda_kernels.h, registered from the op declarations) ----
 
 Tensor empty_cuda(const Shape& sizes, DType dtype, Device device, bool pinned) {
   GRAFT_CHECK(!pinned, "empty: only CPU tensors can be pinned (asked for ", device, ")");
@@ -40,12 +42,5 @@ Tensor arange_cuda(double start, double end, double step, DType dtype, Device de
   launch_arange(dtype, t.data_ptr(), n, start, step, current_stream());
   return t;
 }
-
-}  // namespace
-
-GRAFT_KERNEL("empty", CUDA, empty_cuda);
-GRAFT_KERNEL("empty_strided", CUDA, empty_strided_cuda);
-GRAFT_KERNEL("full", CUDA, full_cuda);
-GRAFT_KERNEL("arange", CUDA, arange_cuda);
 
 }  // namespace graft::cuda

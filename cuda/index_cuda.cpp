@@ -9,6 +9,7 @@
 // float rounding).
 #include <cstring>
 
+#include "cuda/cuda_kernels.h"
 #include "cuda/cuda_context.h"
 #include "cuda/kernels/index.h"
 #include "cuda/reduce_helpers.h"
@@ -33,6 +34,34 @@ void check_indices(const Tensor& idx, int64_t size, int64_t dim, const char* op)
 const int64_t* index_ptr(const Tensor& idx) { return static_cast<const int64_t*>(idx.data_ptr()); }
 
 // ---- embedding ----
+
+// ---- index_select / index_add ----
+
+// ---- gather / scatter_add ----
+
+// The walk over the index's elements: a_strides for the tensor addressed through the index,
+// b_strides for the other operand.
+GatherGeometry gather_geometry(const Shape& index_sizes, int64_t dim, const Shape& a_strides, const Shape& b_strides,
+                               const char* op) {
+  GatherGeometry g;
+  GRAFT_CHECK(static_cast<int64_t>(index_sizes.size()) <= kIndexMaxDims, op, ": tensors with more than ",
+              kIndexMaxDims, " dims are not supported on CUDA (got ", index_sizes.size(), ")");
+  g.ndim = static_cast<int>(index_sizes.size());
+  g.dim = static_cast<int>(dim);
+  g.numel = shape_numel(index_sizes);
+  for (int d = 0; d < g.ndim; ++d) {
+    g.sizes[d] = index_sizes[d];
+    g.a_strides[d] = a_strides[d];
+    g.b_strides[d] = b_strides[d];
+  }
+  return g;
+}
+
+// ---- one_hot ----
+
+}  // namespace
+
+// ---- kernels (declared in cuda/cuda_kernels.h, registered from the op declarations) ----
 
 // weight [V, D], indices [*] (int64) -> [*, D]. padding_idx only affects the backward.
 Tensor embedding_cuda(const Tensor& weight, const Tensor& indices, int64_t padding_idx) {
@@ -66,8 +95,6 @@ Tensor embedding_backward_cuda(const Tensor& grad, const Tensor& indices, int64_
   return out;
 }
 
-// ---- index_select / index_add ----
-
 // x [..., n_x, ...], index [n] -> [..., n, ...]
 Tensor index_select_cuda(const Tensor& x, int64_t dim, const Tensor& index) {
   kernels::IndexPlan p = kernels::plan_index_select(x, dim, index);
@@ -95,26 +122,6 @@ Tensor index_add_cuda(const Tensor& x, int64_t dim, const Tensor& index, const T
   launch_index_add(s.data_ptr(), x.dtype(), index_ptr(idx), n, p.outer, p.n_x, p.inner, out.data_ptr(),
                    current_stream());
   return out;
-}
-
-// ---- gather / scatter_add ----
-
-// The walk over the index's elements: a_strides for the tensor addressed through the index,
-// b_strides for the other operand.
-GatherGeometry gather_geometry(const Shape& index_sizes, int64_t dim, const Shape& a_strides, const Shape& b_strides,
-                               const char* op) {
-  GatherGeometry g;
-  GRAFT_CHECK(static_cast<int64_t>(index_sizes.size()) <= kIndexMaxDims, op, ": tensors with more than ",
-              kIndexMaxDims, " dims are not supported on CUDA (got ", index_sizes.size(), ")");
-  g.ndim = static_cast<int>(index_sizes.size());
-  g.dim = static_cast<int>(dim);
-  g.numel = shape_numel(index_sizes);
-  for (int d = 0; d < g.ndim; ++d) {
-    g.sizes[d] = index_sizes[d];
-    g.a_strides[d] = a_strides[d];
-    g.b_strides[d] = b_strides[d];
-  }
-  return g;
 }
 
 // out[p] = x[p with p[dim] replaced by index[p]]; out has index's shape.
@@ -150,8 +157,6 @@ Tensor scatter_add_cuda(const Tensor& x, int64_t dim, const Tensor& index, const
   return out;
 }
 
-// ---- one_hot ----
-
 // indices [*] (int64) -> [*, num_classes] int64; num_classes = -1 infers max + 1.
 Tensor one_hot_cuda(const Tensor& indices, int64_t num_classes) {
   kernels::check_one_hot(indices, num_classes);
@@ -173,15 +178,5 @@ Tensor one_hot_cuda(const Tensor& indices, int64_t num_classes) {
   launch_one_hot(index_ptr(idx), n, num_classes, static_cast<int64_t*>(out.data_ptr()), current_stream());
   return out;
 }
-
-}  // namespace
-
-GRAFT_KERNEL("embedding", CUDA, embedding_cuda);
-GRAFT_KERNEL("embedding_backward", CUDA, embedding_backward_cuda);
-GRAFT_KERNEL("index_select", CUDA, index_select_cuda);
-GRAFT_KERNEL("index_add", CUDA, index_add_cuda);
-GRAFT_KERNEL("gather", CUDA, gather_cuda);
-GRAFT_KERNEL("scatter_add", CUDA, scatter_add_cuda);
-GRAFT_KERNEL("one_hot", CUDA, one_hot_cuda);
 
 }  // namespace graft::cuda

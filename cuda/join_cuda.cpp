@@ -8,6 +8,7 @@
 // any side grows and copies the kept region with the same kernel.
 #include <algorithm>
 
+#include "cuda/cuda_kernels.h"
 #include "cuda/cuda_context.h"
 #include "cuda/elementwise_cuda.h"
 #include "cuda/reduce_helpers.h"
@@ -26,6 +27,12 @@ namespace rh = reduce_helpers;
 constexpr size_t kMaxPitch = 2147483647;
 
 // ---- cat / stack ----
+
+// ---- pad ----
+
+}  // namespace
+
+// ---- kernels (declared in cuda/cuda_kernels.h, registered from the op declarations) ----
 
 Tensor cat_cuda(const std::vector<Tensor>& tensors, int64_t dim_arg) {
   kernels::CatPlan p = kernels::plan_cat(tensors, dim_arg);
@@ -66,8 +73,6 @@ Tensor stack_cuda(const std::vector<Tensor>& tensors, int64_t dim) {
   return cat_cuda(views, dim);
 }
 
-// ---- pad ----
-
 // Constant padding: pads = (before_last, after_last, before_second_last, ...). Negative pads crop.
 Tensor pad_cuda(const Tensor& self, const Shape& pads, double value) {
   kernels::PadPlan p = kernels::plan_pad(self, pads);
@@ -78,11 +83,5 @@ Tensor pad_cuda(const Tensor& self, const Shape& pads, double value) {
   rh::copy_strided(raw_view(out, p.len, out.strides(), p.out_offset), raw_view(self, p.len, self.strides(), p.in_offset));
   return out;
 }
-
-}  // namespace
-
-GRAFT_KERNEL("cat", CUDA, cat_cuda);
-GRAFT_KERNEL("stack", CUDA, stack_cuda);
-GRAFT_KERNEL("pad", CUDA, pad_cuda);
 
 }  // namespace graft::cuda

@@ -3,6 +3,7 @@
 // kernels in cuda/kernels/layer_norm.cu.
 #include <algorithm>
 
+#include "cuda/cuda_kernels.h"
 #include "cuda/cuda_context.h"
 #include "cuda/kernels/layer_norm.h"
 #include "cuda/reduce_helpers.h"
@@ -20,8 +21,12 @@ namespace rh = reduce_helpers;
 const void* ptr_or_null(const Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; }
 void* mut_ptr_or_null(const Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; }
 
+}  // namespace
+
+// ---- kernels (declared in cuda/cuda_kernels.h, registered from the op declarations) ----
+
 // x: [M, N] -> y [M, N], mean [M], rstd [M] (mean/rstd shaped as the leading dims).
-std::vector<Tensor> layer_norm_cuda(const Tensor& x, const Shape& normalized_shape, Tensor weight, Tensor bias,
+std::vector<Tensor> native_layer_norm_cuda(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
                                     double eps) {
   NormLayout l = kernels::plan_layer_norm(x, normalized_shape, weight, bias, "layer_norm");
   DeviceGuard guard(x.device().index);
@@ -37,8 +42,8 @@ std::vector<Tensor> layer_norm_cuda(const Tensor& x, const Shape& normalized_sha
 }
 
 // dy, x: [M, N]; mean, rstd: [M] -> dx [M, N], dw [N] (if weight), db [N] (if bias).
-std::vector<Tensor> layer_norm_backward_cuda(const Tensor& grad_out, const Tensor& x, const Shape& normalized_shape,
-                                             const Tensor& mean, const Tensor& rstd, Tensor weight, Tensor bias) {
+std::vector<Tensor> native_layer_norm_backward_cuda(const Tensor& grad_out, const Tensor& x, const Shape& normalized_shape,
+                                             const Tensor& mean, const Tensor& rstd, const Tensor& weight, const Tensor& bias) {
   const char* op = "layer_norm_backward";
   NormLayout l = kernels::plan_layer_norm_backward(grad_out, x, normalized_shape, mean, rstd, weight, bias, op);
   DType dt = x.dtype();
@@ -57,10 +62,5 @@ std::vector<Tensor> layer_norm_backward_cuda(const Tensor& grad_out, const Tenso
                              mut_ptr_or_null(scratch), current_stream());
   return {dx, dw, db};
 }
-
-}  // namespace
-
-GRAFT_KERNEL("layer_norm", CUDA, layer_norm_cuda);
-GRAFT_KERNEL("layer_norm_backward", CUDA, layer_norm_backward_cuda);
 
 }  // namespace graft::cuda

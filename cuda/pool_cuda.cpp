@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <type_traits>
 
+#include "cuda/cuda_kernels.h"
 #include "cuda/cuda_context.h"
 #include "cuda/kernels/pool.h"
 #include "ops/conv_pool_params.h"
@@ -20,7 +21,6 @@ cuda::PoolGeometry geometry(const PoolParams& p) {
   return {p.planes(), p.H, p.W, p.OH, p.OW, p.kh, p.kw, p.sh, p.sw, p.ph, p.pw, p.dh, p.dw};
 }
 
-
 // ---- max ----
 
 // x [planes, H, W] -> out, ind [planes, OH, OW]; indices only when `ind` is given.
@@ -32,6 +32,25 @@ void max_pool_fill_cuda(const PoolParams& p, const Tensor& x, const Tensor& out,
       cuda::launch_max_pool2d<T>(static_cast<const T*>(x.data_ptr()), static_cast<T*>(out.data_ptr()),
                                  ind ? ind->data_ptr<int64_t>() : nullptr, geometry(p), stream);
   });
+}
+
+// ---- average ----
+
+}  // namespace
+
+}  // namespace kernels
+
+namespace cuda {
+using namespace kernels;
+
+// ---- kernels (declared in cuda/cuda_kernels.h, registered from the op declarations) ----
+
+std::vector<Tensor> max_pool2d_with_indices_cuda(const Tensor& in, const Shape& k, const Shape& s, const Shape& p,
+                                                 const Shape& d, bool c) {
+  return max_pool2d_with_indices_kernel<max_pool_fill_cuda>(in, k, s, p, d, c);
+}
+Tensor max_pool2d_cuda(const Tensor& in, const Shape& k, const Shape& s, const Shape& p, const Shape& d, bool c) {
+  return max_pool2d_kernel<max_pool_fill_cuda>(in, k, s, p, d, c);
 }
 
 // grad_input[plane][indices[o]] += grad_out[o]  (windows may overlap, so positions accumulate).
@@ -63,8 +82,6 @@ Tensor max_pool2d_backward_cuda(const Tensor& grad_out, const Tensor& input, con
   if (host_bad[0] != 0) max_pool_bad_index_error(static_cast<int64_t>(host_bad[1]), mp, input);
   return gi;
 }
-
-// ---- average ----
 
 Tensor avg_pool2d_cuda(const Tensor& input, const Shape& kernel, const Shape& stride, const Shape& padding,
                        bool ceil_mode, bool count_include_pad) {
@@ -101,13 +118,6 @@ Tensor avg_pool2d_backward_cuda(const Tensor& grad_out, const Tensor& input, con
   return gi;
 }
 
-}  // namespace
+}  // namespace cuda
 
-GRAFT_KERNEL("max_pool2d_with_indices", CUDA, max_pool2d_with_indices_kernel<max_pool_fill_cuda>);
-GRAFT_KERNEL("max_pool2d", CUDA, max_pool2d_kernel<max_pool_fill_cuda>);
-GRAFT_KERNEL("max_pool2d_backward", CUDA, max_pool2d_backward_cuda);
-GRAFT_KERNEL("avg_pool2d", CUDA, avg_pool2d_cuda);
-GRAFT_KERNEL("avg_pool2d_backward", CUDA, avg_pool2d_backward_cuda);
-
-}  // namespace kernels
 }  // namespace graft

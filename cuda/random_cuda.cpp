@@ -5,6 +5,7 @@
 // base + i / per_block alone. So the numbers depend only on (seed, offset):
 // the same seed gives the same numbers (on either device), and restoring a generator's state
 // (checkpoint's RNG replay through get_state/set_state) replays them.
+#include "cuda/cuda_kernels.h"
 #include "cuda/cuda_context.h"
 #include "cuda/elementwise_cuda.h"
 #include "cuda/kernels/random.h"
@@ -25,6 +26,12 @@ const Tensor& fill_dense(const Tensor& self, const Fill& fill) {
   if (!dst.is_same(self)) copy_on_device(self, dst);
   return self;
 }
+
+}  // namespace
+
+// The factories are device-independent (allocate, then this device's fill kernel).
+
+// ---- kernels (declared in cuda/cuda_kernels.h, registered from the op declarations) ----
 
 Tensor normal_cuda(const Tensor& self, double mean, double std) {
   const kernels::RandomFill f = kernels::plan_normal(self, std);
@@ -54,16 +61,5 @@ Tensor bernoulli_cuda(const Tensor& self, double p) {
     launch_bernoulli(self.dtype(), out, count, f.seed, f.base, p, s);
   });
 }
-
-}  // namespace
-
-// The factories are device-independent (allocate, then this device's fill kernel).
-GRAFT_KERNEL("randn", CUDA, kernels::randn_any);
-GRAFT_KERNEL("rand", CUDA, kernels::rand_any);
-GRAFT_KERNEL("randint", CUDA, kernels::randint_any);
-GRAFT_KERNEL("normal_", CUDA, normal_cuda);
-GRAFT_KERNEL("uniform_", CUDA, uniform_cuda);
-GRAFT_KERNEL("random_", CUDA, random_cuda);
-GRAFT_KERNEL("bernoulli_", CUDA, bernoulli_cuda);
 
 }  // namespace graft::cuda

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <limits>
 
+#include "cuda/cuda_kernels.h"
 #include "cuda/cuda_context.h"
 #include "cuda/elementwise_cuda.h"
 #include "cuda/kernels/reduce.h"
@@ -87,15 +88,6 @@ Tensor sum_impl(const Tensor& x, const Shape& dims, bool keepdim, DType out_dtyp
   return out;
 }
 
-Tensor sum_cuda(const Tensor& x, const Shape& dims, bool keepdim, std::optional<DType> dtype) {
-  return sum_impl(x, dims, keepdim, kernels::sum_dtype(x, dtype), false, "sum");
-}
-
-Tensor mean_cuda(const Tensor& x, const Shape& dims, bool keepdim) {
-  kernels::check_mean(x);
-  return sum_impl(x, dims, keepdim, x.dtype(), true, "mean");
-}
-
 // ---- max / min ----
 
 Tensor extremum_impl(const Tensor& x, const Shape& dims, bool keepdim, bool is_max, const char* op) {
@@ -126,41 +118,6 @@ std::vector<Tensor> arg_impl(const Tensor& x, const Shape& dims, bool keepdim, b
   return {indices};
 }
 
-Tensor amax_cuda(const Tensor& x, const Shape& dims, bool keepdim) {
-  return extremum_impl(x, dims, keepdim, true, "amax");
-}
-Tensor amin_cuda(const Tensor& x, const Shape& dims, bool keepdim) {
-  return extremum_impl(x, dims, keepdim, false, "amin");
-}
-
-Tensor max_all_cuda(const Tensor& x) {
-  check_defined(x, "max", "self");
-  GRAFT_CHECK(x.numel() > 0, "max: expected a non-empty tensor, got ", describe(x),
-              " (specify the reduction dim with max(dim) to reduce an empty tensor)");
-  return extremum_impl(x, {}, false, true, "max");
-}
-Tensor min_all_cuda(const Tensor& x) {
-  check_defined(x, "min", "self");
-  GRAFT_CHECK(x.numel() > 0, "min: expected a non-empty tensor, got ", describe(x),
-              " (specify the reduction dim with min(dim) to reduce an empty tensor)");
-  return extremum_impl(x, {}, false, false, "min");
-}
-
-std::vector<Tensor> max_dim_cuda(const Tensor& x, int64_t dim, bool keepdim) {
-  return arg_impl(x, {dim}, keepdim, true, true, "max");
-}
-std::vector<Tensor> min_dim_cuda(const Tensor& x, int64_t dim, bool keepdim) {
-  return arg_impl(x, {dim}, keepdim, true, false, "min");
-}
-
-// dim none = the index into the flattened tensor (keepdim then gives all-ones dims, as PyTorch).
-Tensor argmax_cuda(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
-  return arg_impl(x, dim ? Shape{*dim} : Shape{}, keepdim, false, true, "argmax")[0];
-}
-Tensor argmin_cuda(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
-  return arg_impl(x, dim ? Shape{*dim} : Shape{}, keepdim, false, false, "argmin")[0];
-}
-
 // ---- var / std ----
 
 Tensor var_impl(const Tensor& x, const Shape& dims, int64_t correction, bool keepdim, bool take_sqrt,
@@ -176,14 +133,69 @@ Tensor var_impl(const Tensor& x, const Shape& dims, int64_t correction, bool kee
   return out;
 }
 
+// ---- norm ----
+
+// ---- logsumexp ----
+
+}  // namespace
+
+// ---- kernels (declared in cuda/cuda_kernels.h, registered from the op declarations) ----
+
+Tensor sum_cuda(const Tensor& x, const Shape& dims, bool keepdim, std::optional<DType> dtype) {
+  return sum_impl(x, dims, keepdim, kernels::sum_dtype(x, dtype), false, "sum");
+}
+
+Tensor mean_cuda(const Tensor& x, const Shape& dims, bool keepdim) {
+  kernels::check_mean(x);
+  return sum_impl(x, dims, keepdim, x.dtype(), true, "mean");
+}
+
+Tensor amax_cuda(const Tensor& x, const Shape& dims, bool keepdim) {
+  return extremum_impl(x, dims, keepdim, true, "amax");
+}
+
+Tensor amin_cuda(const Tensor& x, const Shape& dims, bool keepdim) {
+  return extremum_impl(x, dims, keepdim, false, "amin");
+}
+
+Tensor max_cuda(const Tensor& x) {
+  check_defined(x, "max", "self");
+  GRAFT_CHECK(x.numel() > 0, "max: expected a non-empty tensor, got ", describe(x),
+              " (specify the reduction dim with max(dim) to reduce an empty tensor)");
+  return extremum_impl(x, {}, false, true, "max");
+}
+
+Tensor min_cuda(const Tensor& x) {
+  check_defined(x, "min", "self");
+  GRAFT_CHECK(x.numel() > 0, "min: expected a non-empty tensor, got ", describe(x),
+              " (specify the reduction dim with min(dim) to reduce an empty tensor)");
+  return extremum_impl(x, {}, false, false, "min");
+}
+
+std::vector<Tensor> max_dim_cuda(const Tensor& x, int64_t dim, bool keepdim) {
+  return arg_impl(x, {dim}, keepdim, true, true, "max");
+}
+
+std::vector<Tensor> min_dim_cuda(const Tensor& x, int64_t dim, bool keepdim) {
+  return arg_impl(x, {dim}, keepdim, true, false, "min");
+}
+
+// dim none = the index into the flattened tensor (keepdim then gives all-ones dims, as PyTorch).
+Tensor argmax_cuda(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
+  return arg_impl(x, dim ? Shape{*dim} : Shape{}, keepdim, false, true, "argmax")[0];
+}
+
+Tensor argmin_cuda(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
+  return arg_impl(x, dim ? Shape{*dim} : Shape{}, keepdim, false, false, "argmin")[0];
+}
+
 Tensor var_cuda(const Tensor& x, const Shape& dims, int64_t correction, bool keepdim) {
   return var_impl(x, dims, correction, keepdim, false, "var");
 }
+
 Tensor std_cuda(const Tensor& x, const Shape& dims, int64_t correction, bool keepdim) {
   return var_impl(x, dims, correction, keepdim, true, "std");
 }
-
-// ---- norm ----
 
 Tensor norm_cuda(const Tensor& x, double p, const Shape& dims, bool keepdim) {
   auto [kind, lay] = kernels::plan_norm(x, p, dims, keepdim);
@@ -194,8 +206,6 @@ Tensor norm_cuda(const Tensor& x, double p, const Shape& dims, bool keepdim) {
   });
   return out;
 }
-
-// ---- logsumexp ----
 
 // Integer inputs are computed in float32 (PyTorch promotes them to the default float dtype).
 Tensor logsumexp_cuda(const Tensor& x, const Shape& dims, bool keepdim) {
@@ -209,22 +219,5 @@ Tensor logsumexp_cuda(const Tensor& x, const Shape& dims, bool keepdim) {
   });
   return out;
 }
-
-}  // namespace
-
-GRAFT_KERNEL("sum", CUDA, sum_cuda);
-GRAFT_KERNEL("mean", CUDA, mean_cuda);
-GRAFT_KERNEL("amax", CUDA, amax_cuda);
-GRAFT_KERNEL("amin", CUDA, amin_cuda);
-GRAFT_KERNEL("max", CUDA, max_all_cuda);
-GRAFT_KERNEL("min", CUDA, min_all_cuda);
-GRAFT_KERNEL("max.dim", CUDA, max_dim_cuda);
-GRAFT_KERNEL("min.dim", CUDA, min_dim_cuda);
-GRAFT_KERNEL("argmax", CUDA, argmax_cuda);
-GRAFT_KERNEL("argmin", CUDA, argmin_cuda);
-GRAFT_KERNEL("var", CUDA, var_cuda);
-GRAFT_KERNEL("std", CUDA, std_cuda);
-GRAFT_KERNEL("norm", CUDA, norm_cuda);
-GRAFT_KERNEL("logsumexp", CUDA, logsumexp_cuda);
 
 }  // namespace graft::cuda

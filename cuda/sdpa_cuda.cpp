@@ -9,6 +9,7 @@
 // run, so nothing waits).
 #include <cstring>
 
+#include "cuda/cuda_kernels.h"
 #include "cuda/cuda_context.h"
 #include "cuda/kernels/sdpa.h"
 #include "cuda/reduce_helpers.h"
@@ -67,6 +68,10 @@ SdpaDeviceGeometry upload_geometry(const SdpaGeometry& g, bool causal, Device de
 
 const void* mask_ptr(const Tensor& mask) { return mask.defined() ? mask.data_ptr() : nullptr; }
 
+}  // namespace
+
+// ---- kernels (declared in cuda/cuda_kernels.h, registered from the op declarations) ----
+
 std::vector<Tensor> sdpa_flash_cuda(const Tensor& q0, const Tensor& k0, const Tensor& v0, const Tensor& mask,
                                     bool is_causal, double scale) {
   const char* op = "scaled_dot_product_attention";
@@ -108,10 +113,5 @@ std::vector<Tensor> sdpa_flash_backward_cuda(const Tensor& grad_out, const Tenso
                        scratch.defined() ? scratch.data_ptr() : nullptr, current_stream());
   return {dq, dk, dv};
 }
-
-}  // namespace
-
-GRAFT_KERNEL("_sdpa_flash", CUDA, sdpa_flash_cuda);
-GRAFT_KERNEL("_sdpa_flash_backward", CUDA, sdpa_flash_backward_cuda);
 
 }  // namespace graft::cuda

@@ -5,6 +5,7 @@
 // Class targets are validated on the device before the loss kernels run (one small reduction and
 // a copy back of the first offending position), so a bad target is a graft::Error naming the same
 // value the CPU would name, never a device assert or an out-of-bounds read.
+#include "cuda/cuda_kernels.h"
 #include "cuda/cuda_context.h"
 #include "cuda/kernels/softmax_loss.h"
 #include "cuda/reduce_helpers.h"
@@ -33,9 +34,6 @@ Tensor softmax_impl(const Tensor& x, int64_t dim, bool log, const char* op) {
   return out;
 }
 
-Tensor softmax_cuda(const Tensor& x, int64_t dim) { return softmax_impl(x, dim, false, "softmax"); }
-Tensor log_softmax_cuda(const Tensor& x, int64_t dim) { return softmax_impl(x, dim, true, "log_softmax"); }
-
 // grad, out: [outer, D, inner] -> grad_input of out's shape.
 Tensor softmax_backward_impl(const Tensor& grad, const Tensor& out, int64_t dim, bool log, const char* op) {
   DimSplit s = kernels::plan_softmax_backward(grad, out, dim, op);
@@ -46,13 +44,6 @@ Tensor softmax_backward_impl(const Tensor& grad, const Tensor& out, int64_t dim,
   launch_softmax_backward(g.data_ptr(), y.data_ptr(), gx.data_ptr(), out.dtype(), log, s.outer, s.size, s.inner,
                           current_stream());
   return gx;
-}
-
-Tensor softmax_backward_cuda(const Tensor& grad, const Tensor& out, int64_t dim) {
-  return softmax_backward_impl(grad, out, dim, false, "softmax_backward");
-}
-Tensor log_softmax_backward_cuda(const Tensor& grad, const Tensor& out, int64_t dim) {
-  return softmax_backward_impl(grad, out, dim, true, "log_softmax_backward");
 }
 
 // ---- losses (checks and shapes: ops/softmax_loss_plan.h) ----
@@ -84,7 +75,23 @@ Tensor class_index_loss(const Tensor& lp_in, const Tensor& target_in, const Tens
   return out;
 }
 
-Tensor nll_loss_cuda(const Tensor& lp, const Tensor& target, Tensor weight, const std::string& reduction,
+}  // namespace
+
+// ---- kernels (declared in cuda/cuda_kernels.h, registered from the op declarations) ----
+
+Tensor softmax_cuda(const Tensor& x, int64_t dim) { return softmax_impl(x, dim, false, "softmax"); }
+
+Tensor log_softmax_cuda(const Tensor& x, int64_t dim) { return softmax_impl(x, dim, true, "log_softmax"); }
+
+Tensor softmax_backward_cuda(const Tensor& grad, const Tensor& out, int64_t dim) {
+  return softmax_backward_impl(grad, out, dim, false, "softmax_backward");
+}
+
+Tensor log_softmax_backward_cuda(const Tensor& grad, const Tensor& out, int64_t dim) {
+  return softmax_backward_impl(grad, out, dim, true, "log_softmax_backward");
+}
+
+Tensor nll_loss_cuda(const Tensor& lp, const Tensor& target, const Tensor& weight, LossReduction reduction,
                      int64_t ignore_index) {
   const char* op = "nll_loss";
   ClassLossPlan l = kernels::plan_nll_loss(lp, target, weight, reduction, op);
@@ -93,8 +100,8 @@ Tensor nll_loss_cuda(const Tensor& lp, const Tensor& target, Tensor weight, cons
 
 // grad_input[n, t, s] = -w[t] * g(n, s), where g is grad_out (none) or grad_out / total_weight
 // (mean) or grad_out (sum); zero for every other class and for ignored targets.
-Tensor nll_loss_backward_cuda(const Tensor& grad_out, const Tensor& lp, const Tensor& target, Tensor weight,
-                              const std::string& reduction, int64_t ignore_index) {
+Tensor nll_loss_backward_cuda(const Tensor& grad_out, const Tensor& lp, const Tensor& target, const Tensor& weight,
+                              LossReduction reduction, int64_t ignore_index) {
   const char* op = "nll_loss_backward";
   ClassLossPlan l = kernels::plan_nll_loss_backward(grad_out, lp, target, weight, reduction, op);
   LossReduction red = l.reduction;
@@ -113,8 +120,8 @@ Tensor nll_loss_backward_cuda(const Tensor& grad_out, const Tensor& lp, const Te
 
 // The loss of cross_entropy once log_softmax is taken, for the cases nll_loss does not cover:
 // label smoothing, or class-probability targets.
-Tensor cross_entropy_log_probs_cuda(const Tensor& lp, const Tensor& target, Tensor weight,
-                                    const std::string& reduction, int64_t ignore_index, double label_smoothing) {
+Tensor cross_entropy_log_probs_cuda(const Tensor& lp, const Tensor& target, const Tensor& weight,
+                                    LossReduction reduction, int64_t ignore_index, double label_smoothing) {
   const char* op = "cross_entropy";
   ClassLossPlan l = kernels::plan_cross_entropy(lp, target, weight, reduction, ignore_index, label_smoothing, op);
   LossReduction red = l.reduction;
@@ -132,7 +139,7 @@ Tensor cross_entropy_log_probs_cuda(const Tensor& lp, const Tensor& target, Tens
   return class_index_loss(lp, target, weight, red, ignore_index, label_smoothing, l, op);
 }
 
-Tensor mse_loss_cuda(const Tensor& input, const Tensor& target, const std::string& reduction) {
+Tensor mse_loss_cuda(const Tensor& input, const Tensor& target, LossReduction reduction) {
   const char* op = "mse_loss";
   kernels::MseLossPlan plan = kernels::plan_mse_loss(input, target, reduction, op);
   LossReduction red = plan.reduction;
@@ -145,16 +152,5 @@ Tensor mse_loss_cuda(const Tensor& input, const Tensor& target, const std::strin
                   static_cast<double*>(scratch.data_ptr()), current_stream());
   return out;
 }
-
-}  // namespace
-
-GRAFT_KERNEL("softmax", CUDA, softmax_cuda);
-GRAFT_KERNEL("log_softmax", CUDA, log_softmax_cuda);
-GRAFT_KERNEL("softmax_backward", CUDA, softmax_backward_cuda);
-GRAFT_KERNEL("log_softmax_backward", CUDA, log_softmax_backward_cuda);
-GRAFT_KERNEL("nll_loss", CUDA, nll_loss_cuda);
-GRAFT_KERNEL("nll_loss_backward", CUDA, nll_loss_backward_cuda);
-GRAFT_KERNEL("cross_entropy_log_probs", CUDA, cross_entropy_log_probs_cuda);
-GRAFT_KERNEL("mse_loss", CUDA, mse_loss_cuda);
 
 }  // namespace graft::cuda

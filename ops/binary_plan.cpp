@@ -79,9 +79,9 @@ DType sub_scalar_dtype(const char* op, const Tensor& a, Scalar b) {
 
 DType div_scalar_dtype(const char* op, const Tensor& a, Scalar b) { return floating_result(scalar_dtype(op, a, b)); }
 
-DType pow_dtype(const Tensor& a, const Tensor& b) {
-  DType r = promote_dtype("pow", a, b);
-  GRAFT_CHECK(r != kBool, "pow: not implemented for bool tensors (got ", describe(a), " and ", describe(b), ")");
+DType pow_dtype(const char* op, const Tensor& a, const Tensor& b) {
+  DType r = promote_dtype(op, a, b);
+  GRAFT_CHECK(r != kBool, op, ": not implemented for bool tensors (got ", describe(a), " and ", describe(b), ")");
   return r;
 }
 
@@ -89,17 +89,18 @@ DType compare_dtype(const char* op, const Tensor& a, const Tensor& b) { return p
 
 DType compare_scalar_dtype(const char* op, const Tensor& a, Scalar b) { return scalar_dtype(op, a, b); }
 
-DType where_dtype(const Tensor& cond, const Tensor& a, const Tensor& b) {
-  check_defined(cond, "where", "condition");
-  check_defined2(a, b, "where");
-  GRAFT_CHECK(cond.dtype() == kBool, "where: expected condition to be a boolean tensor, but got ", describe(cond));
+DType where_dtype(const char* op, const Tensor& cond, const Tensor& a, const Tensor& b) {
+  check_defined(cond, op, "condition");
+  check_defined2(a, b, op);
+  GRAFT_CHECK(cond.dtype() == kBool, op, ": expected condition to be a boolean tensor, but got ", describe(cond));
   return result_type(a.dtype(), b.dtype());
 }
 
-void check_masked_fill(const Tensor& x, const Tensor& mask) {
-  check_defined(x, "masked_fill", "self");
-  check_defined(mask, "masked_fill", "mask");
-  GRAFT_CHECK(mask.dtype() == kBool, "masked_fill: only supports boolean masks, but got mask ", describe(mask));
+DType masked_fill_dtype(const char* op, const Tensor& x, const Tensor& mask, Scalar) {
+  check_defined(x, op, "self");
+  check_defined(mask, op, "mask");
+  GRAFT_CHECK(mask.dtype() == kBool, op, ": only supports boolean masks, but got mask ", describe(mask));
+  return x.dtype();
 }
 
 DType clamp_dtype(const char* op, const Tensor& x, const std::optional<Scalar>& lo, const std::optional<Scalar>& hi) {
@@ -111,24 +112,25 @@ DType clamp_dtype(const char* op, const Tensor& x, const std::optional<Scalar>& 
   return r;
 }
 
-DType addcmul_dtype(const Tensor& self, const Tensor& a, const Tensor& b, Scalar value) {
-  return addc_dtype("addcmul_", self, a, b, value);
+DType addcmul_dtype(const char* op, const Tensor& self, const Tensor& a, const Tensor& b, Scalar value) {
+  return addc_dtype(op, self, a, b, value);
 }
 
-DType addcdiv_dtype(const Tensor& self, const Tensor& a, const Tensor& b, Scalar value) {
-  check_defined(a, "addcdiv_", "tensor1");
-  check_defined(b, "addcdiv_", "tensor2");
-  GRAFT_CHECK(!is_integral(a.dtype()) || !is_integral(b.dtype()), "addcdiv_: integer division with addcdiv is not ",
+DType addcdiv_dtype(const char* op, const Tensor& self, const Tensor& a, const Tensor& b, Scalar value) {
+  check_defined(a, op, "tensor1");
+  check_defined(b, op, "tensor2");
+  GRAFT_CHECK(!is_integral(a.dtype()) || !is_integral(b.dtype()), op, ": integer division with addcdiv is not ",
               "supported; use a floating point tensor1 or tensor2 (got ", describe(a), " and ", describe(b), ")");
-  return addc_dtype("addcdiv_", self, a, b, value);
+  return addc_dtype(op, self, a, b, value);
 }
 
-void check_lerp(const Tensor& self, const Tensor& end) {
-  check_defined(self, "lerp_", "self");
-  check_defined(end, "lerp_", "end");
-  check_floating(self, "lerp_");
-  GRAFT_CHECK(end.dtype() == self.dtype(), "lerp_: expected dtype ", self.dtype(), " for `end` but got ",
+DType lerp_dtype(const char* op, const Tensor& self, const Tensor& end, Scalar) {
+  check_defined(self, op, "self");
+  check_defined(end, op, "end");
+  check_floating(self, op);
+  GRAFT_CHECK(end.dtype() == self.dtype(), op, ": expected dtype ", self.dtype(), " for `end` but got ",
               describe(end), " (self ", describe(self), ")");
+  return self.dtype();
 }
 
 }  // namespace graft::kernels

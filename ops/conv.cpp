@@ -21,6 +21,7 @@
 #include <list>
 #include <mutex>
 
+#include "ops/cpu_kernels.h"
 #include "ops/dnnl_utils.h"
 #include "ops/conv_pool_params.h"
 #include "ops/kernel_utils.h"
@@ -33,7 +34,6 @@ namespace kernels {
 namespace {
 
 namespace du = dnnl_utils;
-
 
 // ---- float32: oneDNN ----
 
@@ -372,6 +372,13 @@ void run_loops_into(const Tensor& out, bool nhwc, F&& loops) {
   device_copy(out, tmp);
 }
 
+}  // namespace
+
+WeightCacheStats conv_weight_cache_stats() { return weight_cache().stats(); }
+void clear_conv_weight_cache() { weight_cache().clear(); }
+
+// ---- kernels (declared in ops/cpu_kernels.h, registered from the op declarations) ----
+
 Tensor conv2d_cpu(const Tensor& input, const Tensor& weight, const Tensor& bias, const Shape& stride, const Shape& padding,
                   const Shape& dilation, int64_t groups) {
   ConvParams p = plan_conv2d(input, weight, bias, stride, padding, dilation, groups);
@@ -426,42 +433,6 @@ Tensor conv2d_backward_weight_cpu(const Tensor& grad_out, const Tensor& input, c
   return gw;
 }
 
-}  // namespace
-
-GRAFT_DEFINE_OP(
-    "conv2d(Tensor input, Tensor weight, Tensor? bias, int[] stride, int[] padding, int[] dilation, int groups) -> Tensor");
-GRAFT_DEFINE_OP(
-    "conv2d_backward_input(Tensor grad_out, int[] input_sizes, Tensor weight, int[] stride, int[] padding, "
-    "int[] dilation, int groups) -> Tensor");
-GRAFT_DEFINE_OP(
-    "conv2d_backward_weight(Tensor grad_out, Tensor input, int[] weight_sizes, int[] stride, int[] padding, "
-    "int[] dilation, int groups) -> Tensor");
-GRAFT_KERNEL("conv2d", CPU, conv2d_cpu);
-GRAFT_KERNEL("conv2d_backward_input", CPU, conv2d_backward_input_cpu);
-GRAFT_KERNEL("conv2d_backward_weight", CPU, conv2d_backward_weight_cpu);
-
-WeightCacheStats conv_weight_cache_stats() { return weight_cache().stats(); }
-void clear_conv_weight_cache() { weight_cache().clear(); }
-
 }  // namespace kernels
 
-namespace ops {
-
-Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const Shape& stride,
-              const Shape& padding, const Shape& dilation, int64_t groups) {
-  GRAFT_OP_HANDLE(op, "conv2d");
-  return call_op(op, input, weight, bias, stride, padding, dilation, groups)[0];
-}
-Tensor conv2d_backward_input(const Tensor& grad_out, const Shape& input_sizes, const Tensor& weight,
-                             const Shape& stride, const Shape& padding, const Shape& dilation, int64_t groups) {
-  GRAFT_OP_HANDLE(op, "conv2d_backward_input");
-  return call_op(op, grad_out, input_sizes, weight, stride, padding, dilation, groups)[0];
-}
-Tensor conv2d_backward_weight(const Tensor& grad_out, const Tensor& input, const Shape& weight_sizes,
-                              const Shape& stride, const Shape& padding, const Shape& dilation, int64_t groups) {
-  GRAFT_OP_HANDLE(op, "conv2d_backward_weight");
-  return call_op(op, grad_out, input, weight_sizes, stride, padding, dilation, groups)[0];
-}
-
-}  // namespace ops
 }  // namespace graft

@@ -65,9 +65,8 @@ using MaxPoolFill = void (*)(const PoolParams& p, const Tensor& x, const Tensor&
 Tensor run_max_pool2d(MaxPoolFill fill, const Tensor& input, const Shape& kernel, const Shape& stride,
                       const Shape& padding, const Shape& dilation, bool ceil_mode, Tensor* ind);
 template <MaxPoolFill Fill>
-std::tuple<Tensor, Tensor> max_pool2d_with_indices_kernel(const Tensor& input, const Shape& kernel,
-                                                          const Shape& stride, const Shape& padding,
-                                                          const Shape& dilation, bool ceil_mode) {
+std::vector<Tensor> max_pool2d_with_indices_kernel(const Tensor& input, const Shape& kernel, const Shape& stride,
+                                                   const Shape& padding, const Shape& dilation, bool ceil_mode) {
   Tensor ind;
   Tensor out = run_max_pool2d(Fill, input, kernel, stride, padding, dilation, ceil_mode, &ind);
   return {out, ind};

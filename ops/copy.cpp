@@ -1,6 +1,7 @@
 // copy_, fill_, casts, clone/contiguous and device transfer (CPU side).
 #include <cstring>
 
+#include "ops/cpu_kernels.h"
 #include "ops/kernel_utils.h"
 #include "ops/ops.h"
 #include "runtime/dispatcher.h"
@@ -40,69 +41,6 @@ void strided_copy(const Tensor& dst, const Tensor& src, const Shape& src_strides
   });
 }
 
-namespace {
-
-Tensor copy_cpu(const Tensor& self, const Tensor& src, bool non_blocking) {
-  (void)non_blocking;
-  check_defined(self, "copy_", "self");
-  check_defined(src, "copy_", "src");
-  GRAFT_CHECK(self.is_cpu() && src.is_cpu(), "copy_: copying between ", self.device(), " and ", src.device(),
-              " needs the CUDA backend");
-  Shape b = broadcast_shapes(self.sizes(), src.sizes(), "copy_");
-  GRAFT_CHECK(b == self.sizes(), "copy_: source of shape ", shape_str(src.sizes()),
-              " cannot be broadcast to the destination's shape ", shape_str(self.sizes()));
-  if (self.numel() == 0) return self;
-  check_no_internal_overlap(self, "copy_");
-  Tensor s = src;
-  Shape st = broadcast_strides(src, self.sizes());
-  // Overlapping src/dst (e.g. x.copy_(x.t())) would read already-written elements: copy src first.
-  if (s.is_alias_of(self) && !(st == self.strides() && s.storage_offset() == self.storage_offset())) {
-    Tensor tmp = new_tensor(s.sizes(), s.dtype(), s.device());
-    strided_copy(tmp, s, s.strides());
-    s = tmp;
-    st = broadcast_strides(s, self.sizes());
-  }
-  strided_copy(self, s, st);
-  return self;
-}
-
-Tensor clone_cpu(const Tensor& self, int64_t memory_format) {
-  check_defined(self, "clone", "self");
-  Tensor out = new_tensor_in_format(self, memory_format_from_int(memory_format, "clone"));
-  strided_copy(out, self, self.strides());
-  return out;
-}
-
-Tensor to_copy_cpu(const Tensor& self, DType dtype, Device device, bool non_blocking, bool pinned) {
-  (void)non_blocking;
-  check_defined(self, "to", "self");
-  GRAFT_CHECK(self.is_cpu() && device.is_cpu(), "to: copying ", describe(self), " to ", device,
-              " needs the CUDA backend");
-  Tensor out = new_tensor(self.sizes(), dtype, device, pinned);
-  strided_copy(out, self, self.strides());
-  return out;
-}
-
-}  // namespace
-
-Tensor fill_cpu(const Tensor& self, Scalar value) {
-  check_defined(self, "fill_", "self");
-  check_no_internal_overlap(self, "fill_");
-  dispatch_dtype(self.dtype(), "fill_", [&]<class T>() {
-    T v = value.to<T>();
-    T* d = static_cast<T*>(self.data_ptr());
-    if (self.is_contiguous()) {
-      int64_t n = self.numel();
-      parallel_for(0, n, kGrainSize, [&](int64_t b, int64_t e) {
-        for (int64_t i = b; i < e; ++i) d[i] = v;
-      });
-    } else {
-      for_each_offset(self.sizes(), self.strides(), [&](int64_t o) { d[o] = v; });
-    }
-  });
-  return self;
-}
-
 Tensor contiguous_cpu(const Tensor& t, DType dtype) {
   if (t.is_contiguous() && t.dtype() == dtype) return t;
   Tensor out = new_tensor(t.sizes(), dtype, t.device());
@@ -139,54 +77,87 @@ Tensor contiguous_in_format(const Tensor& t, MemoryFormat f) {
   return out;
 }
 
-GRAFT_DEFINE_OP("copy_(Tensor(a!) self, Tensor src, bool non_blocking) -> Tensor(a!)", /*cross_device=*/true);
-GRAFT_DEFINE_OP("fill_(Tensor(a!) self, Scalar value) -> Tensor(a!)");
-GRAFT_DEFINE_OP("clone(Tensor self, int memory_format) -> Tensor");
-GRAFT_DEFINE_OP("_to_copy(Tensor self, ScalarType dtype, Device device, bool non_blocking, bool pinned) -> Tensor");
-GRAFT_KERNEL("copy_", CPU, copy_cpu);
-GRAFT_KERNEL("fill_", CPU, fill_cpu);
-GRAFT_KERNEL("clone", CPU, clone_cpu);
-GRAFT_KERNEL("_to_copy", CPU, to_copy_cpu);
+// ---- kernels (declared in ops/cpu_kernels.h, registered from the op declarations) ----
+
+Tensor copy_cpu(const Tensor& self, const Tensor& src, bool non_blocking) {
+  (void)non_blocking;
+  check_defined(self, "copy_", "self");
+  check_defined(src, "copy_", "src");
+  GRAFT_CHECK(self.is_cpu() && src.is_cpu(), "copy_: copying between ", self.device(), " and ", src.device(),
+              " needs the CUDA backend");
+  Shape b = broadcast_shapes(self.sizes(), src.sizes(), "copy_");
+  GRAFT_CHECK(b == self.sizes(), "copy_: source of shape ", shape_str(src.sizes()),
+              " cannot be broadcast to the destination's shape ", shape_str(self.sizes()));
+  if (self.numel() == 0) return self;
+  check_no_internal_overlap(self, "copy_");
+  Tensor s = src;
+  Shape st = broadcast_strides(src, self.sizes());
+  // Overlapping src/dst (e.g. x.copy_(x.t())) would read already-written elements: copy src first.
+  if (s.is_alias_of(self) && !(st == self.strides() && s.storage_offset() == self.storage_offset())) {
+    Tensor tmp = new_tensor(s.sizes(), s.dtype(), s.device());
+    strided_copy(tmp, s, s.strides());
+    s = tmp;
+    st = broadcast_strides(s, self.sizes());
+  }
+  strided_copy(self, s, st);
+  return self;
+}
+
+Tensor fill_cpu(const Tensor& self, Scalar value) {
+  check_defined(self, "fill_", "self");
+  check_no_internal_overlap(self, "fill_");
+  dispatch_dtype(self.dtype(), "fill_", [&]<class T>() {
+    T v = value.to<T>();
+    T* d = static_cast<T*>(self.data_ptr());
+    if (self.is_contiguous()) {
+      int64_t n = self.numel();
+      parallel_for(0, n, kGrainSize, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) d[i] = v;
+      });
+    } else {
+      for_each_offset(self.sizes(), self.strides(), [&](int64_t o) { d[o] = v; });
+    }
+  });
+  return self;
+}
+
+Tensor clone_cpu(const Tensor& self, MemoryFormat memory_format) {
+  check_defined(self, "clone", "self");
+  Tensor out = new_tensor_in_format(self, memory_format);
+  strided_copy(out, self, self.strides());
+  return out;
+}
+
+Tensor to_copy_cpu(const Tensor& self, DType dtype, Device device, bool non_blocking, bool pinned) {
+  (void)non_blocking;
+  check_defined(self, "to", "self");
+  GRAFT_CHECK(self.is_cpu() && device.is_cpu(), "to: copying ", describe(self), " to ", device,
+              " needs the CUDA backend");
+  Tensor out = new_tensor(self.sizes(), dtype, device, pinned);
+  strided_copy(out, self, self.strides());
+  return out;
+}
 
 }  // namespace kernels
 
 namespace ops {
 
-Tensor& copy_(Tensor& self, const Tensor& src, bool non_blocking) {
-  GRAFT_OP_HANDLE(op, "copy_");
-  call_op(op, self, src, non_blocking);
-  return self;
-}
-Tensor& fill_(Tensor& self, Scalar value) {
-  GRAFT_OP_HANDLE(op, "fill_");
-  call_op(op, self, value);
-  return self;
-}
 Tensor& zero_(Tensor& self) { return fill_(self, 0); }
 
 Tensor to_dtype(const Tensor& self, DType dtype) {
   if (self.dtype() == dtype) return self;
-  GRAFT_OP_HANDLE(op, "_to_copy");
-  return call_op(op, self, dtype, self.device(), false, false)[0];
+  return _to_copy(self, dtype, self.device());
 }
 
 // The kernel is chosen by the source tensor's device; the CUDA backend's _to_copy handles every
 // transfer that involves a GPU. A CPU source going to CUDA is routed there by the Device argument.
 Tensor to_device(const Tensor& self, Device device, bool non_blocking, bool pinned) {
   if (self.device() == device && (!pinned || self.is_pinned())) return self;
-  GRAFT_OP_HANDLE(op, "_to_copy");
   if (self.is_cpu() && device.is_cuda()) {
     Tensor out = kernels::new_tensor(self.sizes(), self.dtype(), device);
-    GRAFT_OP_HANDLE(copy, "copy_");
-    call_op(copy, out, self, non_blocking);
-    return out;
+    return copy_(out, self, non_blocking);
   }
-  return call_op(op, self, self.dtype(), device, non_blocking, pinned && device.is_cpu())[0];
-}
-
-Tensor clone(const Tensor& self, MemoryFormat f) {
-  GRAFT_OP_HANDLE(op, "clone");
-  return call_op(op, self, static_cast<int64_t>(f))[0];
+  return _to_copy(self, self.dtype(), device, non_blocking, pinned && device.is_cpu());
 }
 
 Tensor contiguous(const Tensor& self) { return self.is_contiguous() ? self : clone(self); }

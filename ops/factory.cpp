@@ -1,6 +1,7 @@
 // Factories: empty/full/arange on CPU. The public zeros/ones/... build on these.
 #include <cmath>
 
+#include "ops/cpu_kernels.h"
 #include "ops/factory_plan.h"
 #include "ops/kernel_utils.h"
 #include "ops/ops.h"
@@ -8,7 +9,8 @@
 
 namespace graft {
 namespace kernels {
-namespace {
+
+// ---- kernels (declared in ops/cpu_kernels.h, registered from the op declarations) ----
 
 Tensor empty_cpu(const Shape& sizes, DType dtype, Device device, bool pinned) {
   return new_tensor(sizes, dtype, device, pinned);
@@ -34,39 +36,12 @@ Tensor arange_cpu(double start, double end, double step, DType dtype, Device dev
   return t;
 }
 
-}  // namespace
-
-GRAFT_DEFINE_OP("empty(int[] size, ScalarType dtype, Device device, bool pinned) -> Tensor");
-GRAFT_DEFINE_OP("empty_strided(int[] size, int[] stride, ScalarType dtype, Device device) -> Tensor");
-GRAFT_DEFINE_OP("full(int[] size, Scalar fill_value, ScalarType dtype, Device device) -> Tensor");
-GRAFT_DEFINE_OP("arange(float start, float end, float step, ScalarType dtype, Device device) -> Tensor");
-GRAFT_KERNEL("empty", CPU, empty_cpu);
-GRAFT_KERNEL("empty_strided", CPU, empty_strided_cpu);
-GRAFT_KERNEL("full", CPU, full_cpu);
-GRAFT_KERNEL("arange", CPU, arange_cpu);
-
 }  // namespace kernels
 
 namespace ops {
 
-Tensor empty(const Shape& sizes, DType dtype, Device device, bool pinned) {
-  GRAFT_OP_HANDLE(op, "empty");
-  return call_op(op, sizes, dtype, device, pinned)[0];
-}
-Tensor empty_strided(const Shape& sizes, const Shape& strides, DType dtype, Device device) {
-  GRAFT_OP_HANDLE(op, "empty_strided");
-  return call_op(op, sizes, strides, dtype, device)[0];
-}
-Tensor full(const Shape& sizes, Scalar value, DType dtype, Device device) {
-  GRAFT_OP_HANDLE(op, "full");
-  return call_op(op, sizes, value, dtype, device)[0];
-}
 Tensor zeros(const Shape& sizes, DType dtype, Device device) { return full(sizes, 0, dtype, device); }
 Tensor ones(const Shape& sizes, DType dtype, Device device) { return full(sizes, 1, dtype, device); }
-Tensor arange(double start, double end, double step, DType dtype, Device device) {
-  GRAFT_OP_HANDLE(op, "arange");
-  return call_op(op, start, end, step, dtype, device)[0];
-}
 Tensor empty_like(const Tensor& t) { return empty(t.sizes(), t.dtype(), t.device()); }
 Tensor zeros_like(const Tensor& t) { return zeros(t.sizes(), t.dtype(), t.device()); }
 Tensor ones_like(const Tensor& t) { return ones(t.sizes(), t.dtype(), t.device()); }

@@ -15,12 +15,15 @@
 //          p  = p - lr d
 #include <type_traits>
 
+#include "ops/cpu_kernels.h"
 #include "ops/fused_optim_plan.h"
+#include "ops/ops.h"
 #include "ops/kernel_utils.h"
 #include "runtime/dispatcher.h"
 #include "runtime/parallel.h"
 
 namespace graft {
+namespace kernels {
 namespace {
 
 // Runs `loop(flags)` with each run-time flag as a compile-time one: the element functions then see
@@ -38,15 +41,19 @@ void with_const_flags(F&& loop, bool flag, Rest... rest) {
     with_const_flags([&](auto... c) { loop(std::false_type{}, c...); }, rest...);
 }
 
-std::vector<Tensor> fused_adam_cpu(const Tensor& param, const Tensor& exp_avg, const Tensor& exp_avg_sq,
+}  // namespace
+
+// ---- kernels (declared in ops/cpu_kernels.h, registered from codegen/ops/factory.yaml) ----
+
+void fused_adam_cpu(const Tensor& param, const Tensor& exp_avg, const Tensor& exp_avg_sq,
                                    const Tensor& grad, double lr, double beta1, double beta2, double weight_decay,
                                    double eps, double bc1, double bc2, bool decoupled) {
-  auto args = kernels::plan_fused_adam(param, exp_avg, exp_avg_sq, grad, lr, beta1, beta2, weight_decay, eps, bc1, bc2,
+  auto args = plan_fused_adam(param, exp_avg, exp_avg_sq, grad, lr, beta1, beta2, weight_decay, eps, bc1, bc2,
                                       decoupled);
-  kernels::dispatch_floating(param.dtype(), "_fused_adam_", [&]<class T>() {
+  dispatch_floating(param.dtype(), "_fused_adam_", [&]<class T>() {
     T *p = param.data_ptr<T>(), *m = exp_avg.data_ptr<T>(), *v = exp_avg_sq.data_ptr<T>();
     const T* g = grad.data_ptr<T>();
-    const auto s = kernels::adam_scalars<T>(args);
+    const auto s = adam_scalars<T>(args);
     parallel_for(0, param.numel(), kGrainSize / 4, [&](int64_t lo, int64_t hi) {
       with_const_flags(
           [&](auto shrink, auto l2, auto near) {
@@ -63,18 +70,17 @@ std::vector<Tensor> fused_adam_cpu(const Tensor& param, const Tensor& exp_avg, c
           s.shrink, s.l2, s.near);
     });
   });
-  return {};
 }
 
-std::vector<Tensor> fused_sgd_cpu(const Tensor& param, const Tensor& momentum_buffer, const Tensor& grad, double lr,
+void fused_sgd_cpu(const Tensor& param, const Tensor& momentum_buffer, const Tensor& grad, double lr,
                                   double momentum, double dampening, double weight_decay, bool nesterov, bool first) {
-  auto args = kernels::plan_fused_sgd(param, momentum_buffer, grad, lr, momentum, dampening, weight_decay, nesterov,
+  auto args = plan_fused_sgd(param, momentum_buffer, grad, lr, momentum, dampening, weight_decay, nesterov,
                                      first);
-  kernels::dispatch_floating(param.dtype(), "_fused_sgd_", [&]<class T>() {
+  dispatch_floating(param.dtype(), "_fused_sgd_", [&]<class T>() {
     T* p = param.data_ptr<T>();
     T* buf = momentum != 0 ? momentum_buffer.data_ptr<T>() : nullptr;
     const T* g = grad.data_ptr<T>();
-    const auto s = kernels::sgd_scalars<T>(args);
+    const auto s = sgd_scalars<T>(args);
     parallel_for(0, param.numel(), kGrainSize / 2, [&](int64_t lo, int64_t hi) {
       with_const_flags(
           [&](auto decay, auto momentum, auto nesterov, auto first) {
@@ -96,30 +102,19 @@ std::vector<Tensor> fused_sgd_cpu(const Tensor& param, const Tensor& momentum_bu
           s.decay, s.use_momentum, s.nesterov, s.first);
     });
   });
-  return {};
 }
 
-}  // namespace
-GRAFT_DEFINE_OP(
-    "_fused_adam_(Tensor(a!) self, Tensor(b!) exp_avg, Tensor(c!) exp_avg_sq, Tensor grad, float lr, float beta1, "
-    "float beta2, float weight_decay, float eps, float bias_correction1, float bias_correction2, bool decoupled) -> ()");
-GRAFT_DEFINE_OP(
-    "_fused_sgd_(Tensor(a!) self, Tensor(b!) momentum_buffer, Tensor grad, float lr, float momentum, float dampening, "
-    "float weight_decay, bool nesterov, bool first) -> ()");
-GRAFT_KERNEL("_fused_adam_", CPU, fused_adam_cpu);
-GRAFT_KERNEL("_fused_sgd_", CPU, fused_sgd_cpu);
+}  // namespace kernels
 
 namespace ops {
 
 void fused_adam_(Tensor& param, Tensor& exp_avg, Tensor& exp_avg_sq, const Tensor& grad, const FusedAdamArgs& a) {
-  GRAFT_OP_HANDLE(op, "_fused_adam_");
-  call_op(op, param, exp_avg, exp_avg_sq, grad, a.lr, a.beta1, a.beta2, a.weight_decay, a.eps, a.bias_correction1,
-          a.bias_correction2, a.decoupled);
+  _fused_adam_(param, exp_avg, exp_avg_sq, grad, a.lr, a.beta1, a.beta2, a.weight_decay, a.eps, a.bias_correction1,
+               a.bias_correction2, a.decoupled);
 }
 
 void fused_sgd_(Tensor& param, Tensor& momentum_buffer, const Tensor& grad, const FusedSgdArgs& a) {
-  GRAFT_OP_HANDLE(op, "_fused_sgd_");
-  call_op(op, param, momentum_buffer, grad, a.lr, a.momentum, a.dampening, a.weight_decay, a.nesterov, a.first);
+  _fused_sgd_(param, momentum_buffer, grad, a.lr, a.momentum, a.dampening, a.weight_decay, a.nesterov, a.first);
 }
 
 }  // namespace ops

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "ops/cpu_kernels.h"
 #include "ops/index_plan.h"
 #include "ops/kernel_utils.h"
 #include "ops/ops.h"
@@ -78,6 +79,16 @@ void index_select_blocks(const Tensor& out, const Tensor& x, const int64_t* idx,
 
 // ---- embedding ----
 
+// ---- index_select / index_add ----
+
+// ---- gather / scatter_add ----
+
+// ---- one_hot ----
+
+}  // namespace
+
+// ---- kernels (declared in ops/cpu_kernels.h, registered from the op declarations) ----
+
 // weight [V, D], indices [*] (int64) -> [*, D]. padding_idx only affects the backward.
 Tensor embedding_cpu(const Tensor& weight, const Tensor& indices, int64_t padding_idx) {
   EmbeddingPlan p = plan_embedding(weight, indices, padding_idx);
@@ -118,8 +129,6 @@ Tensor embedding_backward_cpu(const Tensor& grad, const Tensor& indices, int64_t
   });
   return out;
 }
-
-// ---- index_select / index_add ----
 
 // x [..., n_x, ...], index [n] -> [..., n, ...]
 Tensor index_select_cpu(const Tensor& x, int64_t dim, const Tensor& index) {
@@ -163,8 +172,6 @@ Tensor index_add_cpu(const Tensor& x, int64_t dim, const Tensor& index, const Te
   });
   return out;
 }
-
-// ---- gather / scatter_add ----
 
 // out[p] = x[p with p[dim] replaced by index[p]]; out has index's shape.
 Tensor gather_cpu(const Tensor& x, int64_t dim, const Tensor& index) {
@@ -230,8 +237,6 @@ Tensor scatter_add_cpu(const Tensor& x, int64_t dim, const Tensor& index, const 
   return out;
 }
 
-// ---- one_hot ----
-
 // indices [*] (int64) -> [*, num_classes] int64; num_classes = -1 infers max + 1.
 Tensor one_hot_cpu(const Tensor& indices, int64_t num_classes) {
   check_one_hot(indices, num_classes);
@@ -257,55 +262,6 @@ Tensor one_hot_cpu(const Tensor& indices, int64_t num_classes) {
   return out;
 }
 
-}  // namespace
-
-GRAFT_DEFINE_OP("embedding(Tensor weight, Tensor indices, int padding_idx) -> Tensor");
-GRAFT_DEFINE_OP("embedding_backward(Tensor grad, Tensor indices, int num_weights, int padding_idx) -> Tensor");
-GRAFT_DEFINE_OP("index_select(Tensor self, int dim, Tensor index) -> Tensor");
-GRAFT_DEFINE_OP("index_add(Tensor self, int dim, Tensor index, Tensor source) -> Tensor");
-GRAFT_DEFINE_OP("gather(Tensor self, int dim, Tensor index) -> Tensor");
-GRAFT_DEFINE_OP("scatter_add(Tensor self, int dim, Tensor index, Tensor src) -> Tensor");
-GRAFT_DEFINE_OP("one_hot(Tensor self, int num_classes) -> Tensor");
-GRAFT_KERNEL("embedding", CPU, embedding_cpu);
-GRAFT_KERNEL("embedding_backward", CPU, embedding_backward_cpu);
-GRAFT_KERNEL("index_select", CPU, index_select_cpu);
-GRAFT_KERNEL("index_add", CPU, index_add_cpu);
-GRAFT_KERNEL("gather", CPU, gather_cpu);
-GRAFT_KERNEL("scatter_add", CPU, scatter_add_cpu);
-GRAFT_KERNEL("one_hot", CPU, one_hot_cpu);
-
 }  // namespace kernels
 
-namespace ops {
-
-Tensor embedding(const Tensor& weight, const Tensor& indices, int64_t padding_idx) {
-  GRAFT_OP_HANDLE(op, "embedding");
-  return call_op(op, weight, indices, padding_idx)[0];
-}
-Tensor embedding_backward(const Tensor& grad, const Tensor& indices, int64_t num_weights, int64_t padding_idx) {
-  GRAFT_OP_HANDLE(op, "embedding_backward");
-  return call_op(op, grad, indices, num_weights, padding_idx)[0];
-}
-Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
-  GRAFT_OP_HANDLE(op, "index_select");
-  return call_op(op, x, dim, index)[0];
-}
-Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
-  GRAFT_OP_HANDLE(op, "index_add");
-  return call_op(op, x, dim, index, src)[0];
-}
-Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
-  GRAFT_OP_HANDLE(op, "gather");
-  return call_op(op, x, dim, index)[0];
-}
-Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
-  GRAFT_OP_HANDLE(op, "scatter_add");
-  return call_op(op, x, dim, index, src)[0];
-}
-Tensor one_hot(const Tensor& indices, int64_t num_classes) {
-  GRAFT_OP_HANDLE(op, "one_hot");
-  return call_op(op, indices, num_classes)[0];
-}
-
-}  // namespace ops
 }  // namespace graft

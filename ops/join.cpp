@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "ops/cpu_kernels.h"
 #include "ops/join_plan.h"
 #include "ops/kernel_utils.h"
 #include "ops/ops.h"
@@ -37,7 +38,65 @@ void parallel_copy(const Tensor& dst, const Tensor& src) {
   });
 }
 
-// ---- cat / stack ----
+// ---- split / chunk: views of self along dim ----
+
+std::vector<Tensor> split_views(const Tensor& self, const Shape& sizes, int64_t dim) {
+  std::vector<Tensor> out;
+  out.reserve(sizes.size());
+  int64_t start = 0;
+  for (int64_t len : sizes) {
+    Shape sz = self.sizes();
+    sz[dim] = len;
+    out.push_back(make_view(self, sz, self.strides(), self.storage_offset() + start * self.strides()[dim]));
+    start += len;
+  }
+  return out;
+}
+
+}  // namespace
+
+// Splits are views (metadata only): one kernel serves every device (codegen/ops/join.yaml).
+std::vector<Tensor> split_with_sizes_k(const Tensor& self, const Shape& split_sizes, int64_t dim) {
+  check_defined(self, "split_with_sizes", "self");
+  GRAFT_CHECK(self.dim() > 0, "split_with_sizes: expected at least a 1-dimensional tensor, got ", describe(self));
+  dim = wrap_dim(dim, self.dim(), "split_with_sizes");
+  int64_t n = self.sizes()[dim], total = 0;
+  for (int64_t s : split_sizes) {
+    GRAFT_CHECK(s >= 0, "split_with_sizes: split sizes must be non-negative, got ", shape_str(split_sizes));
+    total += s;
+  }
+  GRAFT_CHECK(total == n, "split_with_sizes: split sizes ", shape_str(split_sizes), " sum to ", total,
+              " but dimension ", dim, " of the input ", describe(self), " has size ", n);
+  return split_views(self, split_sizes, dim);
+}
+
+std::vector<Tensor> split_k(const Tensor& self, int64_t split_size, int64_t dim) {
+  check_defined(self, "split", "self");
+  GRAFT_CHECK(self.dim() > 0, "split: expected at least a 1-dimensional tensor, got ", describe(self));
+  dim = wrap_dim(dim, self.dim(), "split");
+  int64_t n = self.sizes()[dim];
+  GRAFT_CHECK(split_size > 0 || (split_size == 0 && n == 0), "split: split_size must be positive, got ", split_size,
+              " for dimension ", dim, " of size ", n);
+  // As PyTorch: ceil(n / split_size) pieces, the last one smaller; an empty dim still gives one piece.
+  int64_t pieces = split_size == 0 ? 1 : std::max<int64_t>(1, (n + split_size - 1) / split_size);
+  Shape sizes(pieces, split_size);
+  sizes.back() = n - split_size * (pieces - 1);
+  return split_views(self, sizes, dim);
+}
+
+std::vector<Tensor> chunk_k(const Tensor& self, int64_t chunks, int64_t dim) {
+  check_defined(self, "chunk", "self");
+  GRAFT_CHECK(self.dim() > 0, "chunk: expected at least a 1-dimensional tensor, got ", describe(self));
+  GRAFT_CHECK(chunks > 0, "chunk: number of chunks must be greater than 0, got ", chunks);
+  dim = wrap_dim(dim, self.dim(), "chunk");
+  int64_t n = self.sizes()[dim];
+  if (n == 0) return split_views(self, Shape(chunks, 0), dim);  // PyTorch gives `chunks` empty pieces
+  return split_k(self, (n + chunks - 1) / chunks, dim);
+}
+
+
+
+// ---- kernels (declared in ops/cpu_kernels.h, registered from the op declarations) ----
 
 Tensor cat_cpu(const std::vector<Tensor>& tensors, int64_t dim_arg) {
   CatPlan p = plan_cat(tensors, dim_arg);
@@ -78,61 +137,6 @@ Tensor stack_cpu(const std::vector<Tensor>& tensors, int64_t dim) {
   return cat_cpu(views, dim);
 }
 
-// ---- split / chunk: views of self along dim ----
-
-std::vector<Tensor> split_views(const Tensor& self, const Shape& sizes, int64_t dim) {
-  std::vector<Tensor> out;
-  out.reserve(sizes.size());
-  int64_t start = 0;
-  for (int64_t len : sizes) {
-    Shape sz = self.sizes();
-    sz[dim] = len;
-    out.push_back(make_view(self, sz, self.strides(), self.storage_offset() + start * self.strides()[dim]));
-    start += len;
-  }
-  return out;
-}
-
-std::vector<Tensor> split_with_sizes_k(const Tensor& self, const Shape& split_sizes, int64_t dim) {
-  check_defined(self, "split_with_sizes", "self");
-  GRAFT_CHECK(self.dim() > 0, "split_with_sizes: expected at least a 1-dimensional tensor, got ", describe(self));
-  dim = wrap_dim(dim, self.dim(), "split_with_sizes");
-  int64_t n = self.sizes()[dim], total = 0;
-  for (int64_t s : split_sizes) {
-    GRAFT_CHECK(s >= 0, "split_with_sizes: split sizes must be non-negative, got ", shape_str(split_sizes));
-    total += s;
-  }
-  GRAFT_CHECK(total == n, "split_with_sizes: split sizes ", shape_str(split_sizes), " sum to ", total,
-              " but dimension ", dim, " of the input ", describe(self), " has size ", n);
-  return split_views(self, split_sizes, dim);
-}
-
-std::vector<Tensor> split_k(const Tensor& self, int64_t split_size, int64_t dim) {
-  check_defined(self, "split", "self");
-  GRAFT_CHECK(self.dim() > 0, "split: expected at least a 1-dimensional tensor, got ", describe(self));
-  dim = wrap_dim(dim, self.dim(), "split");
-  int64_t n = self.sizes()[dim];
-  GRAFT_CHECK(split_size > 0 || (split_size == 0 && n == 0), "split: split_size must be positive, got ", split_size,
-              " for dimension ", dim, " of size ", n);
-  // As PyTorch: ceil(n / split_size) pieces, the last one smaller; an empty dim still gives one piece.
-  int64_t pieces = split_size == 0 ? 1 : std::max<int64_t>(1, (n + split_size - 1) / split_size);
-  Shape sizes(pieces, split_size);
-  sizes.back() = n - split_size * (pieces - 1);
-  return split_views(self, sizes, dim);
-}
-
-std::vector<Tensor> chunk_k(const Tensor& self, int64_t chunks, int64_t dim) {
-  check_defined(self, "chunk", "self");
-  GRAFT_CHECK(self.dim() > 0, "chunk: expected at least a 1-dimensional tensor, got ", describe(self));
-  GRAFT_CHECK(chunks > 0, "chunk: number of chunks must be greater than 0, got ", chunks);
-  dim = wrap_dim(dim, self.dim(), "chunk");
-  int64_t n = self.sizes()[dim];
-  if (n == 0) return split_views(self, Shape(chunks, 0), dim);  // PyTorch gives `chunks` empty pieces
-  return split_k(self, (n + chunks - 1) / chunks, dim);
-}
-
-// ---- pad ----
-
 // Constant padding: pads = (before_last, after_last, before_second_last, ...). Negative pads crop.
 Tensor pad_cpu(const Tensor& self, const Shape& pads, double value) {
   PadPlan p = plan_pad(self, pads);
@@ -143,53 +147,6 @@ Tensor pad_cpu(const Tensor& self, const Shape& pads, double value) {
   return out;
 }
 
-}  // namespace
-
-GRAFT_DEFINE_OP("cat(Tensor[] tensors, int dim) -> Tensor");
-GRAFT_DEFINE_OP("stack(Tensor[] tensors, int dim) -> Tensor");
-GRAFT_DEFINE_OP("split(Tensor(a) self, int split_size, int dim) -> Tensor(a)[]");
-GRAFT_DEFINE_OP("split_with_sizes(Tensor(a) self, int[] split_sizes, int dim) -> Tensor(a)[]");
-GRAFT_DEFINE_OP("chunk(Tensor(a) self, int chunks, int dim) -> Tensor(a)[]");
-GRAFT_DEFINE_OP("pad(Tensor self, int[] pad, float value) -> Tensor");
-GRAFT_KERNEL("cat", CPU, cat_cpu);
-GRAFT_KERNEL("stack", CPU, stack_cpu);
-// Splits are metadata-only views, so one kernel serves every device.
-GRAFT_KERNEL("split", CPU, split_k);
-GRAFT_KERNEL("split", CUDA, split_k);
-GRAFT_KERNEL("split_with_sizes", CPU, split_with_sizes_k);
-GRAFT_KERNEL("split_with_sizes", CUDA, split_with_sizes_k);
-GRAFT_KERNEL("chunk", CPU, chunk_k);
-GRAFT_KERNEL("chunk", CUDA, chunk_k);
-GRAFT_KERNEL("pad", CPU, pad_cpu);
-
 }  // namespace kernels
 
-namespace ops {
-
-Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
-  GRAFT_OP_HANDLE(op, "cat");
-  return call_op(op, tensors, dim)[0];
-}
-Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
-  GRAFT_OP_HANDLE(op, "stack");
-  return call_op(op, tensors, dim)[0];
-}
-std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim) {
-  GRAFT_OP_HANDLE(op, "split");
-  return call_op(op, x, split_size, dim);
-}
-std::vector<Tensor> split_with_sizes(const Tensor& x, const Shape& sizes, int64_t dim) {
-  GRAFT_OP_HANDLE(op, "split_with_sizes");
-  return call_op(op, x, sizes, dim);
-}
-std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim) {
-  GRAFT_OP_HANDLE(op, "chunk");
-  return call_op(op, x, chunks, dim);
-}
-Tensor pad(const Tensor& x, const Shape& pads, double value) {
-  GRAFT_OP_HANDLE(op, "pad");
-  return call_op(op, x, pads, value)[0];
-}
-
-}  // namespace ops
 }  // namespace graft

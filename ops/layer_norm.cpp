@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "ops/cpu_kernels.h"
 #include "ops/kernel_utils.h"
 #include "ops/layer_norm_plan.h"
 #include "ops/ops.h"
@@ -136,23 +137,6 @@ void layer_norm_forward(const T* x, const T* w, const T* b, T* y, T* mean, T* rs
   });
 }
 
-std::vector<Tensor> layer_norm_cpu(const Tensor& x, const Shape& normalized_shape, Tensor weight, Tensor bias,
-                                   double eps) {
-  NormLayout l = plan_layer_norm(x, normalized_shape, weight, bias, "layer_norm");
-  Tensor xc = contiguous_cpu(x);
-  Tensor wc = weight.defined() ? contiguous_cpu(weight) : Tensor();
-  Tensor bc = bias.defined() ? contiguous_cpu(bias) : Tensor();
-  Tensor y = new_tensor(x.sizes(), x.dtype(), x.device());
-  Tensor mean = new_tensor(l.leading, x.dtype(), x.device());
-  Tensor rstd = new_tensor(l.leading, x.dtype(), x.device());
-  dispatch_floating(x.dtype(), "layer_norm", [&]<class T>() {
-    layer_norm_forward<T>(static_cast<const T*>(xc.data_ptr()), ptr_or_null<T>(wc), ptr_or_null<T>(bc),
-                          static_cast<T*>(y.data_ptr()), static_cast<T*>(mean.data_ptr()),
-                          static_cast<T*>(rstd.data_ptr()), l.M, l.N, eps);
-  });
-  return {y, mean, rstd};
-}
-
 // dy, x, dx: [M, N]; mean, rstd: [M]; w: [N] or null. dw/db: [N] or null (not wanted).
 template <class T>
 void layer_norm_backward_rows(const T* dy, const T* x, const T* mean, const T* rstd, const T* w, T* dx, T* dw,
@@ -201,8 +185,29 @@ void layer_norm_backward_rows(const T* dy, const T* x, const T* mean, const T* r
     scalar_math::finish_param_grads(pdw.data(), pdb.data(), N, pieces, i, dw, db);
 }
 
-std::vector<Tensor> layer_norm_backward_cpu(const Tensor& grad_out, const Tensor& x, const Shape& normalized_shape,
-                                            const Tensor& mean, const Tensor& rstd, Tensor weight, Tensor bias) {
+}  // namespace
+
+// ---- kernels (declared in ops/cpu_kernels.h, registered from the op declarations) ----
+
+std::vector<Tensor> native_layer_norm_cpu(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
+                                   double eps) {
+  NormLayout l = plan_layer_norm(x, normalized_shape, weight, bias, "layer_norm");
+  Tensor xc = contiguous_cpu(x);
+  Tensor wc = weight.defined() ? contiguous_cpu(weight) : Tensor();
+  Tensor bc = bias.defined() ? contiguous_cpu(bias) : Tensor();
+  Tensor y = new_tensor(x.sizes(), x.dtype(), x.device());
+  Tensor mean = new_tensor(l.leading, x.dtype(), x.device());
+  Tensor rstd = new_tensor(l.leading, x.dtype(), x.device());
+  dispatch_floating(x.dtype(), "layer_norm", [&]<class T>() {
+    layer_norm_forward<T>(static_cast<const T*>(xc.data_ptr()), ptr_or_null<T>(wc), ptr_or_null<T>(bc),
+                          static_cast<T*>(y.data_ptr()), static_cast<T*>(mean.data_ptr()),
+                          static_cast<T*>(rstd.data_ptr()), l.M, l.N, eps);
+  });
+  return {y, mean, rstd};
+}
+
+std::vector<Tensor> native_layer_norm_backward_cpu(const Tensor& grad_out, const Tensor& x, const Shape& normalized_shape,
+                                            const Tensor& mean, const Tensor& rstd, const Tensor& weight, const Tensor& bias) {
   const char* op = "layer_norm_backward";
   NormLayout l = plan_layer_norm_backward(grad_out, x, normalized_shape, mean, rstd, weight, bias, op);
   DType dt = x.dtype();
@@ -222,33 +227,6 @@ std::vector<Tensor> layer_norm_backward_cpu(const Tensor& grad_out, const Tensor
   return {dx, dw, db};
 }
 
-}  // namespace
-
-GRAFT_DEFINE_OP(
-    "layer_norm(Tensor input, int[] normalized_shape, Tensor? weight, Tensor? bias, float eps) -> (Tensor, Tensor, "
-    "Tensor)");
-GRAFT_DEFINE_OP(
-    "layer_norm_backward(Tensor grad_out, Tensor input, int[] normalized_shape, Tensor mean, Tensor rstd, "
-    "Tensor? weight, Tensor? bias) -> (Tensor, Tensor, Tensor)");
-GRAFT_KERNEL("layer_norm", CPU, layer_norm_cpu);
-GRAFT_KERNEL("layer_norm_backward", CPU, layer_norm_backward_cpu);
-
 }  // namespace kernels
 
-namespace ops {
-
-std::vector<Tensor> layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
-                               const Tensor& bias, double eps) {
-  GRAFT_OP_HANDLE(op, "layer_norm");
-  return call_op(op, x, normalized_shape, weight, bias, eps);
-}
-
-std::vector<Tensor> layer_norm_backward(const Tensor& grad_out, const Tensor& x, const Shape& normalized_shape,
-                                        const Tensor& mean, const Tensor& rstd, const Tensor& weight,
-                                        const Tensor& bias) {
-  GRAFT_OP_HANDLE(op, "layer_norm_backward");
-  return call_op(op, grad_out, x, normalized_shape, mean, rstd, weight, bias);
-}
-
-}  // namespace ops
 }  // namespace graft

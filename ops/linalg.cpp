@@ -8,6 +8,7 @@
 #include <cstring>
 #include <optional>
 
+#include "ops/cpu_kernels.h"
 #include "ops/dnnl_utils.h"
 #include "ops/kernel_utils.h"
 #include "ops/matmul_plan.h"
@@ -219,40 +220,17 @@ void matmul_core(MatOperand a, MatOperand b, const Shape& out_sizes, const Tenso
 Tensor contiguous_undispatched(const Tensor& t) { return contiguous_cpu(t); }
 const MatmulBackend kCpuMatmul{matmul_core, contiguous_undispatched};
 
+using Cpu = MatmulKernels<kCpuMatmul>;
+
 }  // namespace
 
-GRAFT_DEFINE_OP("mm(Tensor self, Tensor mat2) -> Tensor");
-GRAFT_DEFINE_OP("bmm(Tensor self, Tensor mat2) -> Tensor");
-GRAFT_DEFINE_OP("mm_accumulate_(Tensor(a!) self, Tensor mat1, Tensor mat2) -> Tensor(a!)");
-GRAFT_DEFINE_OP("matmul(Tensor self, Tensor other) -> Tensor");
-GRAFT_DEFINE_OP("linear(Tensor input, Tensor weight, Tensor? bias) -> Tensor");
-GRAFT_MATMUL_KERNELS(CPU, kCpuMatmul);
+// ---- kernels (declared in ops/cpu_kernels.h, registered from codegen/ops/linalg.yaml) ----
+Tensor mm_cpu(const Tensor& a, const Tensor& b) { return Cpu::mm(a, b); }
+Tensor bmm_cpu(const Tensor& a, const Tensor& b) { return Cpu::bmm(a, b); }
+Tensor mm_accumulate_cpu(const Tensor& self, const Tensor& a, const Tensor& b) { return Cpu::mm_accumulate(self, a, b); }
+Tensor matmul_cpu(const Tensor& a, const Tensor& b) { return Cpu::matmul(a, b); }
+Tensor linear_cpu(const Tensor& x, const Tensor& w, const Tensor& bias) { return Cpu::linear(x, w, bias); }
 
 }  // namespace kernels
 
-namespace ops {
-
-Tensor mm(const Tensor& a, const Tensor& b) {
-  GRAFT_OP_HANDLE(op, "mm");
-  return call_op(op, a, b)[0];
-}
-Tensor& mm_accumulate_(Tensor& self, const Tensor& a, const Tensor& b) {
-  GRAFT_OP_HANDLE(op, "mm_accumulate_");
-  call_op(op, self, a, b);
-  return self;
-}
-Tensor bmm(const Tensor& a, const Tensor& b) {
-  GRAFT_OP_HANDLE(op, "bmm");
-  return call_op(op, a, b)[0];
-}
-Tensor matmul(const Tensor& a, const Tensor& b) {
-  GRAFT_OP_HANDLE(op, "matmul");
-  return call_op(op, a, b)[0];
-}
-Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
-  GRAFT_OP_HANDLE(op, "linear");
-  return call_op(op, x, w, b)[0];
-}
-
-}  // namespace ops
 }  // namespace graft

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <limits>
 
+#include "ops/cpu_kernels.h"
 #include "ops/kernel_utils.h"
 #include "ops/softmax_loss_plan.h"
 #include "ops/ops.h"
@@ -94,7 +95,43 @@ Tensor class_index_loss(const Tensor& lp_in, const Tensor& target_in, const Tens
   return finish_loss(parts, red, lp_in.dtype(), lp_in.device(), none_out);
 }
 
-Tensor nll_loss_cpu(const Tensor& lp, const Tensor& target, Tensor weight, const std::string& reduction,
+// ---- cross_entropy pieces ----
+
+// Probability targets (same shape as log_probs): loss_i = -sum_c w[c] * y'[c] * lp[c], with
+// y' = (1 - ls) * y + ls / C. "mean" divides by the number of samples N * S, as PyTorch.
+template <class T>
+Tensor probability_loss(const Tensor& lp_in, const Tensor& target_in, const Tensor& weight_in, LossReduction red,
+                        double ls, const ClassLossPlan& l) {
+  Tensor lpc = contiguous_cpu(lp_in), tc = contiguous_cpu(target_in, lp_in.dtype());
+  Tensor wc = weight_in.defined() ? contiguous_cpu(weight_in) : Tensor();
+  const T* lp = static_cast<const T*>(lpc.data_ptr());
+  const T* y = static_cast<const T*>(tc.data_ptr());
+  const T* w = wc.defined() ? static_cast<const T*>(wc.data_ptr()) : nullptr;
+  Tensor none_out = red == LossReduction::None ? new_tensor(l.per_sample, lp_in.dtype(), lp_in.device()) : Tensor();
+  T* no = none_out.defined() ? static_cast<T*>(none_out.data_ptr()) : nullptr;
+  int64_t C = l.C, S = l.S;
+  std::vector<Piece> parts(static_cast<size_t>(std::max<int64_t>(1, (l.N * S + kGrainSize - 1) / kGrainSize)));
+  run_pieces(l.N * S, [&](int64_t p, int64_t b, int64_t e) {
+    Piece acc;
+    for (int64_t i = b; i < e; ++i) {
+      int64_t base = (i / S) * C * S + i % S;
+      double loss = scalar_math::probability_loss_term(lp + base, y + base, S, C, w, ls);
+      acc.loss += loss;
+      acc.weight += 1;
+      if (no) no[i] = static_cast<T>(loss);
+    }
+    parts[p] = acc;
+  });
+  return finish_loss(parts, red, lp_in.dtype(), lp_in.device(), none_out);
+}
+
+// ---- mse_loss ----
+
+}  // namespace
+
+// ---- kernels (declared in ops/cpu_kernels.h, registered from the op declarations) ----
+
+Tensor nll_loss_cpu(const Tensor& lp, const Tensor& target, const Tensor& weight, LossReduction reduction,
                     int64_t ignore_index) {
   const char* op = "nll_loss";
   ClassLossPlan l = plan_nll_loss(lp, target, weight, reduction, op);
@@ -105,8 +142,8 @@ Tensor nll_loss_cpu(const Tensor& lp, const Tensor& target, Tensor weight, const
 
 // grad_input[n, t, s] = -w[t] * g(n, s), where g is grad_out (none) or grad_out / total_weight
 // (mean) or grad_out (sum); zero for every other class and for ignored targets.
-Tensor nll_loss_backward_cpu(const Tensor& grad_out, const Tensor& lp, const Tensor& target, Tensor weight,
-                             const std::string& reduction, int64_t ignore_index) {
+Tensor nll_loss_backward_cpu(const Tensor& grad_out, const Tensor& lp, const Tensor& target, const Tensor& weight,
+                             LossReduction reduction, int64_t ignore_index) {
   const char* op = "nll_loss_backward";
   ClassLossPlan l = plan_nll_loss_backward(grad_out, lp, target, weight, reduction, op);
   LossReduction red = l.reduction;
@@ -153,40 +190,10 @@ Tensor nll_loss_backward_cpu(const Tensor& grad_out, const Tensor& lp, const Ten
   return gx;
 }
 
-// ---- cross_entropy pieces ----
-
-// Probability targets (same shape as log_probs): loss_i = -sum_c w[c] * y'[c] * lp[c], with
-// y' = (1 - ls) * y + ls / C. "mean" divides by the number of samples N * S, as PyTorch.
-template <class T>
-Tensor probability_loss(const Tensor& lp_in, const Tensor& target_in, const Tensor& weight_in, LossReduction red,
-                        double ls, const ClassLossPlan& l) {
-  Tensor lpc = contiguous_cpu(lp_in), tc = contiguous_cpu(target_in, lp_in.dtype());
-  Tensor wc = weight_in.defined() ? contiguous_cpu(weight_in) : Tensor();
-  const T* lp = static_cast<const T*>(lpc.data_ptr());
-  const T* y = static_cast<const T*>(tc.data_ptr());
-  const T* w = wc.defined() ? static_cast<const T*>(wc.data_ptr()) : nullptr;
-  Tensor none_out = red == LossReduction::None ? new_tensor(l.per_sample, lp_in.dtype(), lp_in.device()) : Tensor();
-  T* no = none_out.defined() ? static_cast<T*>(none_out.data_ptr()) : nullptr;
-  int64_t C = l.C, S = l.S;
-  std::vector<Piece> parts(static_cast<size_t>(std::max<int64_t>(1, (l.N * S + kGrainSize - 1) / kGrainSize)));
-  run_pieces(l.N * S, [&](int64_t p, int64_t b, int64_t e) {
-    Piece acc;
-    for (int64_t i = b; i < e; ++i) {
-      int64_t base = (i / S) * C * S + i % S;
-      double loss = scalar_math::probability_loss_term(lp + base, y + base, S, C, w, ls);
-      acc.loss += loss;
-      acc.weight += 1;
-      if (no) no[i] = static_cast<T>(loss);
-    }
-    parts[p] = acc;
-  });
-  return finish_loss(parts, red, lp_in.dtype(), lp_in.device(), none_out);
-}
-
 // The loss of cross_entropy once log_softmax is taken, for the cases nll_loss does not cover:
 // label smoothing, or class-probability targets.
-Tensor cross_entropy_log_probs_cpu(const Tensor& lp, const Tensor& target, Tensor weight,
-                                   const std::string& reduction, int64_t ignore_index, double label_smoothing) {
+Tensor cross_entropy_log_probs_cpu(const Tensor& lp, const Tensor& target, const Tensor& weight,
+                                   LossReduction reduction, int64_t ignore_index, double label_smoothing) {
   const char* op = "cross_entropy";
   ClassLossPlan l = plan_cross_entropy(lp, target, weight, reduction, ignore_index, label_smoothing, op);
   LossReduction red = l.reduction;
@@ -200,9 +207,7 @@ Tensor cross_entropy_log_probs_cpu(const Tensor& lp, const Tensor& target, Tenso
   });
 }
 
-// ---- mse_loss ----
-
-Tensor mse_loss_cpu(const Tensor& input, const Tensor& target, const std::string& reduction) {
+Tensor mse_loss_cpu(const Tensor& input, const Tensor& target, LossReduction reduction) {
   const char* op = "mse_loss";
   MseLossPlan plan = plan_mse_loss(input, target, reduction, op);
   LossReduction red = plan.reduction;
@@ -232,56 +237,22 @@ Tensor mse_loss_cpu(const Tensor& input, const Tensor& target, const std::string
   return finish_loss(parts, red, dt, input.device(), none_out);
 }
 
-}  // namespace
-
-GRAFT_DEFINE_OP(
-    "nll_loss(Tensor self, Tensor target, Tensor? weight, str reduction, int ignore_index) -> Tensor");
-GRAFT_DEFINE_OP(
-    "nll_loss_backward(Tensor grad_output, Tensor self, Tensor target, Tensor? weight, str reduction, "
-    "int ignore_index) -> Tensor");
-GRAFT_DEFINE_OP(
-    "cross_entropy_log_probs(Tensor self, Tensor target, Tensor? weight, str reduction, int ignore_index, "
-    "float label_smoothing) -> Tensor");
-GRAFT_DEFINE_OP("mse_loss(Tensor self, Tensor target, str reduction) -> Tensor");
-GRAFT_KERNEL("nll_loss", CPU, nll_loss_cpu);
-GRAFT_KERNEL("nll_loss_backward", CPU, nll_loss_backward_cpu);
-GRAFT_KERNEL("cross_entropy_log_probs", CPU, cross_entropy_log_probs_cpu);
-GRAFT_KERNEL("mse_loss", CPU, mse_loss_cpu);
-
 }  // namespace kernels
 
 namespace ops {
 
-Tensor nll_loss(const Tensor& log_probs, const Tensor& target, const Tensor& weight, const std::string& reduction,
-                int64_t ignore_index) {
-  GRAFT_OP_HANDLE(op, "nll_loss");
-  return call_op(op, log_probs, target, weight, reduction, ignore_index)[0];
-}
-
-Tensor nll_loss_backward(const Tensor& grad_out, const Tensor& log_probs, const Tensor& target, const Tensor& weight,
-                         const std::string& reduction, int64_t ignore_index) {
-  GRAFT_OP_HANDLE(op, "nll_loss_backward");
-  return call_op(op, grad_out, log_probs, target, weight, reduction, ignore_index)[0];
-}
-
 // log_softmax over the class dim (0 for a 1-D input, else 1), then nll_loss; label smoothing and
 // probability targets go to their own kernel.
-Tensor cross_entropy(const Tensor& logits, const Tensor& target, const Tensor& weight, const std::string& reduction,
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, const Tensor& weight, Option<LossReduction> reduction,
                      int64_t ignore_index, double label_smoothing) {
+  const LossReduction r = reduction.value("cross_entropy");
   kernels::check_defined(logits, "cross_entropy", "input");
   kernels::check_defined(target, "cross_entropy", "target");
   GRAFT_CHECK(logits.dim() >= 1, "cross_entropy: expected an input with a class dim (1-D or more), got ",
               describe(logits));
   Tensor lp = log_softmax(logits, logits.dim() == 1 ? 0 : 1);
-  if (label_smoothing == 0.0 && !is_floating(target.dtype()))
-    return nll_loss(lp, target, weight, reduction, ignore_index);
-  GRAFT_OP_HANDLE(op, "cross_entropy_log_probs");
-  return call_op(op, lp, target, weight, reduction, ignore_index, label_smoothing)[0];
-}
-
-Tensor mse_loss(const Tensor& input, const Tensor& target, const std::string& reduction) {
-  GRAFT_OP_HANDLE(op, "mse_loss");
-  return call_op(op, input, target, reduction)[0];
+  if (label_smoothing == 0.0 && !is_floating(target.dtype())) return nll_loss(lp, target, weight, r, ignore_index);
+  return cross_entropy_log_probs(lp, target, weight, r, ignore_index, label_smoothing);
 }
 
 }  // namespace ops

@@ -55,7 +55,6 @@ void unexpand_batch(MatOperand& op) {
 
 namespace {
 
-
 void check_operands(const Tensor& a, const Tensor& b, const char* op) {
   check_defined(a, op, "self");
   check_defined(b, op, "other");

@@ -70,12 +70,3 @@ struct MatmulKernels {
 };
 
 }  // namespace graft::kernels
-
-// Registers mm, bmm, mm_accumulate_, matmul and linear for device `dev` over `backend` (a
-// namespace-scope MatmulBackend): every device registers the same set.
-#define GRAFT_MATMUL_KERNELS(dev, backend)                                                    \
-  GRAFT_KERNEL("mm", dev, ::graft::kernels::MatmulKernels<backend>::mm);                      \
-  GRAFT_KERNEL("bmm", dev, ::graft::kernels::MatmulKernels<backend>::bmm);                    \
-  GRAFT_KERNEL("mm_accumulate_", dev, ::graft::kernels::MatmulKernels<backend>::mm_accumulate); \
-  GRAFT_KERNEL("matmul", dev, ::graft::kernels::MatmulKernels<backend>::matmul);              \
-  GRAFT_KERNEL("linear", dev, ::graft::kernels::MatmulKernels<backend>::linear)

@@ -19,6 +19,7 @@
 #include <limits>
 #include <vector>
 
+#include "ops/cpu_kernels.h"
 #include "ops/conv_pool_params.h"
 #include "ops/kernel_utils.h"
 #include "ops/ops.h"
@@ -28,7 +29,6 @@
 namespace graft {
 namespace kernels {
 namespace {
-
 
 int64_t plane_grain(const PoolParams& p) {
   return std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, p.OH * p.OW * p.kh * p.kw));
@@ -231,45 +231,6 @@ Tensor max_pool2d_backward_nhwc(const Tensor& grad_out, const Tensor& input, con
   return gi;
 }
 
-// grad_input[plane][indices[o]] += grad_out[o]  (windows may overlap, so positions accumulate)
-Tensor max_pool2d_backward_cpu(const Tensor& grad_out, const Tensor& input, const Tensor& indices) {
-  const char* op = "max_pool2d_backward";
-  MaxPoolBackwardPlan mp = plan_max_pool2d_backward(grad_out, input, indices);
-  int64_t planes = mp.planes, per_out = mp.per_out, per_in = mp.per_in;
-  if (is_channels_last(input))
-    return max_pool2d_backward_nhwc(grad_out, input, indices, mp);
-  Tensor gi = new_tensor(input.sizes(), grad_out.dtype(), grad_out.device());
-  Tensor go = contiguous_cpu(grad_out), ix = contiguous_cpu(indices);
-  // Checked after the loop: an exception cannot leave a parallel region.
-  std::atomic<bool> any_bad{false};
-  std::atomic<int64_t> bad{0};
-  dispatch_floating(grad_out.dtype(), op, [&]<class T>() {
-    const T* g = static_cast<const T*>(go.data_ptr());
-    const int64_t* id = ix.data_ptr<int64_t>();
-    T* o = static_cast<T*>(gi.data_ptr());
-    int64_t grain = std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, per_in + per_out));
-    parallel_for(0, planes, grain, [&](int64_t b, int64_t e) {
-      for (int64_t pl = b; pl < e; ++pl) {
-        T* op_ = o + pl * per_in;
-        std::fill(op_, op_ + per_in, T(0));
-        const T* gp = g + pl * per_out;
-        const int64_t* ip = id + pl * per_out;
-        for (int64_t i = 0; i < per_out; ++i) {
-          int64_t k = ip[i];
-          if (k < 0 || k >= per_in) [[unlikely]] {
-            bad.store(k);
-            any_bad.store(true);
-            continue;
-          }
-          op_[k] += gp[i];
-        }
-      }
-    });
-  });
-  if (any_bad.load()) max_pool_bad_index_error(bad.load(), mp, input);
-  return gi;
-}
-
 // ---- average ----
 
 // Calls f(h0, h1, w0, w1, divisor) for each output position of one plane, with the window
@@ -353,6 +314,57 @@ Tensor avg_pool2d_backward_nhwc(const PoolParams& p, const Tensor& grad_out, con
   return gi;
 }
 
+}  // namespace
+
+// ---- kernels (declared in ops/cpu_kernels.h, registered from the op declarations) ----
+
+std::vector<Tensor> max_pool2d_with_indices_cpu(const Tensor& in, const Shape& k, const Shape& s, const Shape& p,
+                                                 const Shape& d, bool c) {
+  return max_pool2d_with_indices_kernel<max_pool_fill_cpu>(in, k, s, p, d, c);
+}
+Tensor max_pool2d_cpu(const Tensor& in, const Shape& k, const Shape& s, const Shape& p, const Shape& d, bool c) {
+  return max_pool2d_kernel<max_pool_fill_cpu>(in, k, s, p, d, c);
+}
+
+// grad_input[plane][indices[o]] += grad_out[o]  (windows may overlap, so positions accumulate)
+Tensor max_pool2d_backward_cpu(const Tensor& grad_out, const Tensor& input, const Tensor& indices) {
+  const char* op = "max_pool2d_backward";
+  MaxPoolBackwardPlan mp = plan_max_pool2d_backward(grad_out, input, indices);
+  int64_t planes = mp.planes, per_out = mp.per_out, per_in = mp.per_in;
+  if (is_channels_last(input))
+    return max_pool2d_backward_nhwc(grad_out, input, indices, mp);
+  Tensor gi = new_tensor(input.sizes(), grad_out.dtype(), grad_out.device());
+  Tensor go = contiguous_cpu(grad_out), ix = contiguous_cpu(indices);
+  // Checked after the loop: an exception cannot leave a parallel region.
+  std::atomic<bool> any_bad{false};
+  std::atomic<int64_t> bad{0};
+  dispatch_floating(grad_out.dtype(), op, [&]<class T>() {
+    const T* g = static_cast<const T*>(go.data_ptr());
+    const int64_t* id = ix.data_ptr<int64_t>();
+    T* o = static_cast<T*>(gi.data_ptr());
+    int64_t grain = std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, per_in + per_out));
+    parallel_for(0, planes, grain, [&](int64_t b, int64_t e) {
+      for (int64_t pl = b; pl < e; ++pl) {
+        T* op_ = o + pl * per_in;
+        std::fill(op_, op_ + per_in, T(0));
+        const T* gp = g + pl * per_out;
+        const int64_t* ip = id + pl * per_out;
+        for (int64_t i = 0; i < per_out; ++i) {
+          int64_t k = ip[i];
+          if (k < 0 || k >= per_in) [[unlikely]] {
+            bad.store(k);
+            any_bad.store(true);
+            continue;
+          }
+          op_[k] += gp[i];
+        }
+      }
+    });
+  });
+  if (any_bad.load()) max_pool_bad_index_error(bad.load(), mp, input);
+  return gi;
+}
+
 Tensor avg_pool2d_cpu(const Tensor& input, const Shape& kernel, const Shape& stride, const Shape& padding,
                       bool ceil_mode, bool count_include_pad) {
   const char* op = "avg_pool2d";
@@ -413,54 +425,6 @@ Tensor avg_pool2d_backward_cpu(const Tensor& grad_out, const Tensor& input, cons
   return gi;
 }
 
-}  // namespace
-
-GRAFT_DEFINE_OP(
-    "max_pool2d_with_indices(Tensor self, int[] kernel_size, int[] stride, int[] padding, int[] dilation, "
-    "bool ceil_mode) -> (Tensor, Tensor)");
-GRAFT_DEFINE_OP(
-    "max_pool2d(Tensor self, int[] kernel_size, int[] stride, int[] padding, int[] dilation, bool ceil_mode) -> Tensor");
-GRAFT_DEFINE_OP("max_pool2d_backward(Tensor grad_out, Tensor self, Tensor indices) -> Tensor");
-GRAFT_DEFINE_OP(
-    "avg_pool2d(Tensor self, int[] kernel_size, int[] stride, int[] padding, bool ceil_mode, "
-    "bool count_include_pad) -> Tensor");
-GRAFT_DEFINE_OP(
-    "avg_pool2d_backward(Tensor grad_out, Tensor self, int[] kernel_size, int[] stride, int[] padding, "
-    "bool ceil_mode, bool count_include_pad) -> Tensor");
-GRAFT_KERNEL("max_pool2d_with_indices", CPU, max_pool2d_with_indices_kernel<max_pool_fill_cpu>);
-GRAFT_KERNEL("max_pool2d", CPU, max_pool2d_kernel<max_pool_fill_cpu>);
-GRAFT_KERNEL("max_pool2d_backward", CPU, max_pool2d_backward_cpu);
-GRAFT_KERNEL("avg_pool2d", CPU, avg_pool2d_cpu);
-GRAFT_KERNEL("avg_pool2d_backward", CPU, avg_pool2d_backward_cpu);
-
 }  // namespace kernels
 
-namespace ops {
-
-std::vector<Tensor> max_pool2d_with_indices(const Tensor& input, const Shape& kernel, const Shape& stride,
-                                            const Shape& padding, const Shape& dilation, bool ceil_mode) {
-  GRAFT_OP_HANDLE(op, "max_pool2d_with_indices");
-  return call_op(op, input, kernel, stride, padding, dilation, ceil_mode);
-}
-Tensor max_pool2d(const Tensor& input, const Shape& kernel, const Shape& stride, const Shape& padding,
-                  const Shape& dilation, bool ceil_mode) {
-  GRAFT_OP_HANDLE(op, "max_pool2d");
-  return call_op(op, input, kernel, stride, padding, dilation, ceil_mode)[0];
-}
-Tensor max_pool2d_backward(const Tensor& grad_out, const Tensor& input, const Tensor& indices) {
-  GRAFT_OP_HANDLE(op, "max_pool2d_backward");
-  return call_op(op, grad_out, input, indices)[0];
-}
-Tensor avg_pool2d(const Tensor& input, const Shape& kernel, const Shape& stride, const Shape& padding, bool ceil_mode,
-                  bool count_include_pad) {
-  GRAFT_OP_HANDLE(op, "avg_pool2d");
-  return call_op(op, input, kernel, stride, padding, ceil_mode, count_include_pad)[0];
-}
-Tensor avg_pool2d_backward(const Tensor& grad_out, const Tensor& input, const Shape& kernel, const Shape& stride,
-                           const Shape& padding, bool ceil_mode, bool count_include_pad) {
-  GRAFT_OP_HANDLE(op, "avg_pool2d_backward");
-  return call_op(op, grad_out, input, kernel, stride, padding, ceil_mode, count_include_pad)[0];
-}
-
-}  // namespace ops
 }  // namespace graft

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <numbers>
 
+#include "ops/cpu_kernels.h"
 #include "ops/kernel_utils.h"
 #include "ops/ops.h"
 #include "ops/random_plan.h"
@@ -35,6 +36,10 @@ void fill_elements(const Tensor& self, F&& f) {
 inline double box_muller(double u1, double u2) {
   return std::sqrt(-2.0 * std::log1p(-u1)) * std::cos(2.0 * std::numbers::pi * u2);
 }
+
+}  // namespace
+
+// ---- kernels (declared in ops/cpu_kernels.h, registered from the op declarations) ----
 
 Tensor normal_cpu(const Tensor& self, double mean, double std) {
   const RandomFill f = plan_normal(self, std);
@@ -100,59 +105,6 @@ Tensor bernoulli_cpu(const Tensor& self, double p) {
   return self;
 }
 
-}  // namespace
-
-GRAFT_DEFINE_OP("randn(int[] size, ScalarType dtype, Device device) -> Tensor");
-GRAFT_DEFINE_OP("rand(int[] size, ScalarType dtype, Device device) -> Tensor");
-GRAFT_DEFINE_OP("randint(int low, int high, int[] size, ScalarType dtype, Device device) -> Tensor");
-GRAFT_KERNEL("randn", CPU, randn_any);
-GRAFT_KERNEL("rand", CPU, rand_any);
-GRAFT_KERNEL("randint", CPU, randint_any);
-GRAFT_DEFINE_OP("normal_(Tensor(a!) self, float mean, float std) -> Tensor(a!)");
-GRAFT_DEFINE_OP("uniform_(Tensor(a!) self, float from, float to) -> Tensor(a!)");
-GRAFT_DEFINE_OP("random_(Tensor(a!) self, int low, int high) -> Tensor(a!)");
-GRAFT_DEFINE_OP("bernoulli_(Tensor(a!) self, float p) -> Tensor(a!)");
-GRAFT_KERNEL("normal_", CPU, normal_cpu);
-GRAFT_KERNEL("uniform_", CPU, uniform_cpu);
-GRAFT_KERNEL("random_", CPU, random_cpu);
-GRAFT_KERNEL("bernoulli_", CPU, bernoulli_cpu);
-
 }  // namespace kernels
 
-namespace ops {
-
-Tensor& normal_(Tensor& self, double mean, double std) {
-  GRAFT_OP_HANDLE(op, "normal_");
-  call_op(op, self, mean, std);
-  return self;
-}
-Tensor& uniform_(Tensor& self, double from, double to) {
-  GRAFT_OP_HANDLE(op, "uniform_");
-  call_op(op, self, from, to);
-  return self;
-}
-Tensor& random_(Tensor& self, int64_t low, int64_t high) {
-  GRAFT_OP_HANDLE(op, "random_");
-  call_op(op, self, low, high);
-  return self;
-}
-Tensor randn(const Shape& sizes, DType dtype, Device device) {
-  GRAFT_OP_HANDLE(op, "randn");
-  return call_op(op, sizes, dtype, device)[0];
-}
-Tensor rand(const Shape& sizes, DType dtype, Device device) {
-  GRAFT_OP_HANDLE(op, "rand");
-  return call_op(op, sizes, dtype, device)[0];
-}
-Tensor randint(int64_t low, int64_t high, const Shape& sizes, DType dtype, Device device) {
-  GRAFT_OP_HANDLE(op, "randint");
-  return call_op(op, low, high, sizes, dtype, device)[0];
-}
-Tensor& bernoulli_(Tensor& self, double p) {
-  GRAFT_OP_HANDLE(op, "bernoulli_");
-  call_op(op, self, p);
-  return self;
-}
-
-}  // namespace ops
 }  // namespace graft

@@ -25,6 +25,7 @@
 #include <memory>
 #include <type_traits>
 
+#include "ops/cpu_kernels.h"
 #include "ops/kernel_utils.h"
 #include "ops/reduce_plan.h"
 #include "ops/scalar_math.h"
@@ -253,15 +254,6 @@ Tensor sum_impl(const Tensor& x, const Shape& dims, bool keepdim, DType out_dtyp
   return out;
 }
 
-Tensor sum_cpu(const Tensor& x, const Shape& dims, bool keepdim, std::optional<DType> dtype) {
-  return sum_impl(x, dims, keepdim, sum_dtype(x, dtype), false, "sum");
-}
-
-Tensor mean_cpu(const Tensor& x, const Shape& dims, bool keepdim) {
-  check_mean(x);
-  return sum_impl(x, dims, keepdim, x.dtype(), true, "mean");
-}
-
 // ---- max / min ----
 
 template <bool Max, class T>
@@ -349,41 +341,6 @@ std::vector<Tensor> arg_impl(const Tensor& x, const Shape& dims, bool keepdim, b
   return {indices};
 }
 
-Tensor amax_cpu(const Tensor& x, const Shape& dims, bool keepdim) {
-  return extremum_impl<true>(x, dims, keepdim, "amax");
-}
-Tensor amin_cpu(const Tensor& x, const Shape& dims, bool keepdim) {
-  return extremum_impl<false>(x, dims, keepdim, "amin");
-}
-
-Tensor max_all_cpu(const Tensor& x) {
-  check_defined(x, "max", "self");
-  GRAFT_CHECK(x.numel() > 0, "max: expected a non-empty tensor, got ", describe(x),
-              " (specify the reduction dim with max(dim) to reduce an empty tensor)");
-  return extremum_impl<true>(x, {}, false, "max");
-}
-Tensor min_all_cpu(const Tensor& x) {
-  check_defined(x, "min", "self");
-  GRAFT_CHECK(x.numel() > 0, "min: expected a non-empty tensor, got ", describe(x),
-              " (specify the reduction dim with min(dim) to reduce an empty tensor)");
-  return extremum_impl<false>(x, {}, false, "min");
-}
-
-std::vector<Tensor> max_dim_cpu(const Tensor& x, int64_t dim, bool keepdim) {
-  return arg_impl<true>(x, {dim}, keepdim, true, "max");
-}
-std::vector<Tensor> min_dim_cpu(const Tensor& x, int64_t dim, bool keepdim) {
-  return arg_impl<false>(x, {dim}, keepdim, true, "min");
-}
-
-// dim none = the index into the flattened tensor (keepdim then gives all-ones dims, as PyTorch).
-Tensor argmax_cpu(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
-  return arg_impl<true>(x, dim ? Shape{*dim} : Shape{}, keepdim, false, "argmax")[0];
-}
-Tensor argmin_cpu(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
-  return arg_impl<false>(x, dim ? Shape{*dim} : Shape{}, keepdim, false, "argmin")[0];
-}
-
 // ---- var / std ----
 
 // Count, mean and sum of squared deviations of a piece; pieces merge with Chan et al.'s formula.
@@ -424,13 +381,6 @@ Tensor var_impl(const Tensor& x, const Shape& dims, int64_t correction, bool kee
     run_reduction<T>(x, p, VarReducer<T>{static_cast<T*>(out.data_ptr()), p.len, correction, take_sqrt});
   });
   return out;
-}
-
-Tensor var_cpu(const Tensor& x, const Shape& dims, int64_t correction, bool keepdim) {
-  return var_impl(x, dims, correction, keepdim, false, "var");
-}
-Tensor std_cpu(const Tensor& x, const Shape& dims, int64_t correction, bool keepdim) {
-  return var_impl(x, dims, correction, keepdim, true, "std");
 }
 
 // ---- norm ----
@@ -485,15 +435,6 @@ struct NormReducer {
   }
 };
 
-Tensor norm_cpu(const Tensor& x, double p, const Shape& dims, bool keepdim) {
-  auto [kind, lay] = plan_norm(x, p, dims, keepdim);
-  Tensor out = new_tensor(lay.out_sizes, x.dtype(), x.device());
-  dispatch_floating(x.dtype(), "norm", [&]<class T>() {
-    run_reduction<T>(x, lay, NormReducer<T>{static_cast<T*>(out.data_ptr()), kind, p});
-  });
-  return out;
-}
-
 // ---- logsumexp ----
 
 // m + log(sum exp(x - m)) with m the row max, so nothing overflows. A row whose max is infinite
@@ -534,6 +475,75 @@ struct LogSumExpReducer {
   }
 };
 
+}  // namespace
+
+// ---- kernels (declared in ops/cpu_kernels.h, registered from the op declarations) ----
+
+Tensor sum_cpu(const Tensor& x, const Shape& dims, bool keepdim, std::optional<DType> dtype) {
+  return sum_impl(x, dims, keepdim, sum_dtype(x, dtype), false, "sum");
+}
+
+Tensor mean_cpu(const Tensor& x, const Shape& dims, bool keepdim) {
+  check_mean(x);
+  return sum_impl(x, dims, keepdim, x.dtype(), true, "mean");
+}
+
+Tensor amax_cpu(const Tensor& x, const Shape& dims, bool keepdim) {
+  return extremum_impl<true>(x, dims, keepdim, "amax");
+}
+
+Tensor amin_cpu(const Tensor& x, const Shape& dims, bool keepdim) {
+  return extremum_impl<false>(x, dims, keepdim, "amin");
+}
+
+Tensor max_cpu(const Tensor& x) {
+  check_defined(x, "max", "self");
+  GRAFT_CHECK(x.numel() > 0, "max: expected a non-empty tensor, got ", describe(x),
+              " (specify the reduction dim with max(dim) to reduce an empty tensor)");
+  return extremum_impl<true>(x, {}, false, "max");
+}
+
+Tensor min_cpu(const Tensor& x) {
+  check_defined(x, "min", "self");
+  GRAFT_CHECK(x.numel() > 0, "min: expected a non-empty tensor, got ", describe(x),
+              " (specify the reduction dim with min(dim) to reduce an empty tensor)");
+  return extremum_impl<false>(x, {}, false, "min");
+}
+
+std::vector<Tensor> max_dim_cpu(const Tensor& x, int64_t dim, bool keepdim) {
+  return arg_impl<true>(x, {dim}, keepdim, true, "max");
+}
+
+std::vector<Tensor> min_dim_cpu(const Tensor& x, int64_t dim, bool keepdim) {
+  return arg_impl<false>(x, {dim}, keepdim, true, "min");
+}
+
+// dim none = the index into the flattened tensor (keepdim then gives all-ones dims, as PyTorch).
+Tensor argmax_cpu(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
+  return arg_impl<true>(x, dim ? Shape{*dim} : Shape{}, keepdim, false, "argmax")[0];
+}
+
+Tensor argmin_cpu(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
+  return arg_impl<false>(x, dim ? Shape{*dim} : Shape{}, keepdim, false, "argmin")[0];
+}
+
+Tensor var_cpu(const Tensor& x, const Shape& dims, int64_t correction, bool keepdim) {
+  return var_impl(x, dims, correction, keepdim, false, "var");
+}
+
+Tensor std_cpu(const Tensor& x, const Shape& dims, int64_t correction, bool keepdim) {
+  return var_impl(x, dims, correction, keepdim, true, "std");
+}
+
+Tensor norm_cpu(const Tensor& x, double p, const Shape& dims, bool keepdim) {
+  auto [kind, lay] = plan_norm(x, p, dims, keepdim);
+  Tensor out = new_tensor(lay.out_sizes, x.dtype(), x.device());
+  dispatch_floating(x.dtype(), "norm", [&]<class T>() {
+    run_reduction<T>(x, lay, NormReducer<T>{static_cast<T*>(out.data_ptr()), kind, p});
+  });
+  return out;
+}
+
 // Integer inputs are computed in float32 (PyTorch promotes them to the default float dtype).
 Tensor logsumexp_cpu(const Tensor& x, const Shape& dims, bool keepdim) {
   check_defined(x, "logsumexp", "self");
@@ -546,97 +556,9 @@ Tensor logsumexp_cpu(const Tensor& x, const Shape& dims, bool keepdim) {
   return out;
 }
 
-}  // namespace
-
-GRAFT_DEFINE_OP("sum(Tensor self, int[] dim, bool keepdim, ScalarType? dtype) -> Tensor");
-GRAFT_DEFINE_OP("mean(Tensor self, int[] dim, bool keepdim) -> Tensor");
-GRAFT_DEFINE_OP("amax(Tensor self, int[] dim, bool keepdim) -> Tensor");
-GRAFT_DEFINE_OP("amin(Tensor self, int[] dim, bool keepdim) -> Tensor");
-GRAFT_DEFINE_OP("max(Tensor self) -> Tensor");
-GRAFT_DEFINE_OP("min(Tensor self) -> Tensor");
-GRAFT_DEFINE_OP("max.dim(Tensor self, int dim, bool keepdim) -> (Tensor, Tensor)");
-GRAFT_DEFINE_OP("min.dim(Tensor self, int dim, bool keepdim) -> (Tensor, Tensor)");
-GRAFT_DEFINE_OP("argmax(Tensor self, int? dim, bool keepdim) -> Tensor");
-GRAFT_DEFINE_OP("argmin(Tensor self, int? dim, bool keepdim) -> Tensor");
-GRAFT_DEFINE_OP("var(Tensor self, int[] dim, int correction, bool keepdim) -> Tensor");
-GRAFT_DEFINE_OP("std(Tensor self, int[] dim, int correction, bool keepdim) -> Tensor");
-GRAFT_DEFINE_OP("norm(Tensor self, float p, int[] dim, bool keepdim) -> Tensor");
-GRAFT_DEFINE_OP("logsumexp(Tensor self, int[] dim, bool keepdim) -> Tensor");
-GRAFT_KERNEL("sum", CPU, sum_cpu);
-GRAFT_KERNEL("mean", CPU, mean_cpu);
-GRAFT_KERNEL("amax", CPU, amax_cpu);
-GRAFT_KERNEL("amin", CPU, amin_cpu);
-GRAFT_KERNEL("max", CPU, max_all_cpu);
-GRAFT_KERNEL("min", CPU, min_all_cpu);
-GRAFT_KERNEL("max.dim", CPU, max_dim_cpu);
-GRAFT_KERNEL("min.dim", CPU, min_dim_cpu);
-GRAFT_KERNEL("argmax", CPU, argmax_cpu);
-GRAFT_KERNEL("argmin", CPU, argmin_cpu);
-GRAFT_KERNEL("var", CPU, var_cpu);
-GRAFT_KERNEL("std", CPU, std_cpu);
-GRAFT_KERNEL("norm", CPU, norm_cpu);
-GRAFT_KERNEL("logsumexp", CPU, logsumexp_cpu);
-
 }  // namespace kernels
 
 namespace ops {
-
-Tensor sum(const Tensor& x, const Shape& dims, bool keepdim, std::optional<DType> dtype) {
-  GRAFT_OP_HANDLE(op, "sum");
-  return call_op(op, x, dims, keepdim, dtype)[0];
-}
-Tensor mean(const Tensor& x, const Shape& dims, bool keepdim) {
-  GRAFT_OP_HANDLE(op, "mean");
-  return call_op(op, x, dims, keepdim)[0];
-}
-Tensor amax(const Tensor& x, const Shape& dims, bool keepdim) {
-  GRAFT_OP_HANDLE(op, "amax");
-  return call_op(op, x, dims, keepdim)[0];
-}
-Tensor amin(const Tensor& x, const Shape& dims, bool keepdim) {
-  GRAFT_OP_HANDLE(op, "amin");
-  return call_op(op, x, dims, keepdim)[0];
-}
-std::vector<Tensor> max_dim(const Tensor& x, int64_t dim, bool keepdim) {
-  GRAFT_OP_HANDLE(op, "max.dim");
-  return call_op(op, x, dim, keepdim);
-}
-std::vector<Tensor> min_dim(const Tensor& x, int64_t dim, bool keepdim) {
-  GRAFT_OP_HANDLE(op, "min.dim");
-  return call_op(op, x, dim, keepdim);
-}
-Tensor max(const Tensor& x) {
-  GRAFT_OP_HANDLE(op, "max");
-  return call_op(op, x)[0];
-}
-Tensor min(const Tensor& x) {
-  GRAFT_OP_HANDLE(op, "min");
-  return call_op(op, x)[0];
-}
-Tensor argmax(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
-  GRAFT_OP_HANDLE(op, "argmax");
-  return call_op(op, x, dim, keepdim)[0];
-}
-Tensor argmin(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
-  GRAFT_OP_HANDLE(op, "argmin");
-  return call_op(op, x, dim, keepdim)[0];
-}
-Tensor var(const Tensor& x, const Shape& dims, int64_t correction, bool keepdim) {
-  GRAFT_OP_HANDLE(op, "var");
-  return call_op(op, x, dims, correction, keepdim)[0];
-}
-Tensor std(const Tensor& x, const Shape& dims, int64_t correction, bool keepdim) {
-  GRAFT_OP_HANDLE(op, "std");
-  return call_op(op, x, dims, correction, keepdim)[0];
-}
-Tensor norm(const Tensor& x, double p, const Shape& dims, bool keepdim) {
-  GRAFT_OP_HANDLE(op, "norm");
-  return call_op(op, x, p, dims, keepdim)[0];
-}
-Tensor logsumexp(const Tensor& x, const Shape& dims, bool keepdim) {
-  GRAFT_OP_HANDLE(op, "logsumexp");
-  return call_op(op, x, dims, keepdim)[0];
-}
 
 // A composite of sum (and a view), so every backend that has sum gets it and dispatch modes see
 // ordinary ops. Returns grad itself when nothing was broadcast.

@@ -11,11 +11,7 @@
 #include <cmath>
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define GRAFT_HOST_DEVICE __host__ __device__
-#else
-#define GRAFT_HOST_DEVICE
-#endif
+#include "ops/math/device_math.h"
 
 namespace graft::scalar_math {
 

@@ -21,6 +21,7 @@
 #include <limits>
 #include <vector>
 
+#include "ops/cpu_kernels.h"
 #include "ops/kernel_utils.h"
 #include "ops/ops.h"
 #include "ops/sdpa_plan.h"
@@ -381,6 +382,10 @@ FlashArgs<T> flash_args(const SdpaGeometry& g, const Tensor& mask, bool causal, 
 // A q/k/v operand as the kernels read it (sdpa_plan.h, invariant 2).
 Tensor prepared(const Tensor& t) { return sdpa_operand_needs_copy(t) ? contiguous_cpu(t) : t; }
 
+}  // namespace
+
+// ---- kernels (declared in ops/cpu_kernels.h, registered from the op declarations) ----
+
 std::vector<Tensor> sdpa_flash_cpu(const Tensor& q0, const Tensor& k0, const Tensor& v0, const Tensor& mask,
                                    bool is_causal, double scale) {
   const char* op = "scaled_dot_product_attention";
@@ -447,33 +452,6 @@ std::vector<Tensor> sdpa_flash_backward_cpu(const Tensor& grad_out, const Tensor
   return {dq, dk, dv};
 }
 
-}  // namespace
-
-GRAFT_DEFINE_OP(
-    "_sdpa_flash(Tensor query, Tensor key, Tensor value, Tensor? attn_mask, bool is_causal, float scale) -> "
-    "(Tensor, Tensor)");
-GRAFT_DEFINE_OP(
-    "_sdpa_flash_backward(Tensor grad_out, Tensor query, Tensor key, Tensor value, Tensor out, Tensor lse, "
-    "Tensor? attn_mask, bool is_causal, float scale) -> (Tensor, Tensor, Tensor)");
-GRAFT_KERNEL("_sdpa_flash", CPU, sdpa_flash_cpu);
-GRAFT_KERNEL("_sdpa_flash_backward", CPU, sdpa_flash_backward_cpu);
-
 }  // namespace kernels
 
-namespace ops {
-
-std::vector<Tensor> _sdpa_flash(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_mask,
-                                bool is_causal, double scale) {
-  GRAFT_OP_HANDLE(op, "_sdpa_flash");
-  return call_op(op, q, k, v, attn_mask, is_causal, scale);
-}
-
-std::vector<Tensor> _sdpa_flash_backward(const Tensor& grad_out, const Tensor& q, const Tensor& k, const Tensor& v,
-                                         const Tensor& out, const Tensor& lse, const Tensor& attn_mask,
-                                         bool is_causal, double scale) {
-  GRAFT_OP_HANDLE(op, "_sdpa_flash_backward");
-  return call_op(op, grad_out, q, k, v, out, lse, attn_mask, is_causal, scale);
-}
-
-}  // namespace ops
 }  // namespace graft

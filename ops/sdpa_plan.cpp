@@ -46,9 +46,6 @@ Shape sdpa_out_strides(const Tensor& q, const Shape& out_sizes) {
   return strides;
 }
 
-namespace {
-}  // namespace
-
 Shape SdpaGeometry::out_sizes() const {
   Shape s = batch;
   s.push_back(L);

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <limits>
 
+#include "ops/cpu_kernels.h"
 #include "ops/kernel_utils.h"
 #include "ops/softmax_loss_plan.h"
 #include "ops/ops.h"
@@ -109,9 +110,6 @@ Tensor softmax_impl(const Tensor& x, int64_t dim, const char* op) {
   return out;
 }
 
-Tensor softmax_cpu(const Tensor& x, int64_t dim) { return softmax_impl<false>(x, dim, "softmax"); }
-Tensor log_softmax_cpu(const Tensor& x, int64_t dim) { return softmax_impl<true>(x, dim, "log_softmax"); }
-
 // ---- backward ----
 // softmax:     gx = y * (g - sum_d(g * y))
 // log_softmax: gx = g - exp(y) * sum_d(g)
@@ -169,44 +167,22 @@ Tensor softmax_backward_impl(const Tensor& grad, const Tensor& out, int64_t dim,
   return gx;
 }
 
+}  // namespace
+
+// ---- kernels (declared in ops/cpu_kernels.h, registered from the op declarations) ----
+
+Tensor softmax_cpu(const Tensor& x, int64_t dim) { return softmax_impl<false>(x, dim, "softmax"); }
+
+Tensor log_softmax_cpu(const Tensor& x, int64_t dim) { return softmax_impl<true>(x, dim, "log_softmax"); }
+
 Tensor softmax_backward_cpu(const Tensor& grad, const Tensor& out, int64_t dim) {
   return softmax_backward_impl<false>(grad, out, dim, "softmax_backward");
 }
+
 Tensor log_softmax_backward_cpu(const Tensor& grad, const Tensor& out, int64_t dim) {
   return softmax_backward_impl<true>(grad, out, dim, "log_softmax_backward");
 }
 
-}  // namespace
-
-GRAFT_DEFINE_OP("softmax(Tensor self, int dim) -> Tensor");
-GRAFT_DEFINE_OP("log_softmax(Tensor self, int dim) -> Tensor");
-GRAFT_DEFINE_OP("softmax_backward(Tensor grad_output, Tensor output, int dim) -> Tensor");
-GRAFT_DEFINE_OP("log_softmax_backward(Tensor grad_output, Tensor output, int dim) -> Tensor");
-GRAFT_KERNEL("softmax", CPU, softmax_cpu);
-GRAFT_KERNEL("log_softmax", CPU, log_softmax_cpu);
-GRAFT_KERNEL("softmax_backward", CPU, softmax_backward_cpu);
-GRAFT_KERNEL("log_softmax_backward", CPU, log_softmax_backward_cpu);
-
 }  // namespace kernels
 
-namespace ops {
-
-Tensor softmax(const Tensor& x, int64_t dim) {
-  GRAFT_OP_HANDLE(op, "softmax");
-  return call_op(op, x, dim)[0];
-}
-Tensor log_softmax(const Tensor& x, int64_t dim) {
-  GRAFT_OP_HANDLE(op, "log_softmax");
-  return call_op(op, x, dim)[0];
-}
-Tensor softmax_backward(const Tensor& grad_out, const Tensor& out, int64_t dim) {
-  GRAFT_OP_HANDLE(op, "softmax_backward");
-  return call_op(op, grad_out, out, dim)[0];
-}
-Tensor log_softmax_backward(const Tensor& grad_out, const Tensor& out, int64_t dim) {
-  GRAFT_OP_HANDLE(op, "log_softmax_backward");
-  return call_op(op, grad_out, out, dim)[0];
-}
-
-}  // namespace ops
 }  // namespace graft

@@ -17,10 +17,10 @@ DimSplit split_at(const Tensor& x, int64_t dim) {
   return s;
 }
 
-ClassLossPlan class_layout(const Tensor& lp, const std::string& reduction, const char* op) {
+ClassLossPlan class_layout(const Tensor& lp, LossReduction reduction, const char* op) {
   check_defined(lp, op, "input");
   ClassLossPlan l;
-  l.reduction = parse_reduction(reduction, op);
+  l.reduction = reduction;
   check_floating(lp, op);
   GRAFT_CHECK(lp.dim() >= 1, op, ": expected an input with a class dim (1-D or more), got ", describe(lp));
   if (lp.dim() == 1) {
@@ -71,15 +71,9 @@ DimSplit plan_softmax_backward(const Tensor& grad, const Tensor& out, int64_t di
   return out.dim() == 0 ? DimSplit{} : split_at(out, d);
 }
 
-LossReduction parse_reduction(const std::string& r, const char* op) {
-  if (r == "mean") return LossReduction::Mean;
-  if (r == "sum") return LossReduction::Sum;
-  if (r == "none") return LossReduction::None;
-  GRAFT_ERROR(op, ": reduction must be 'mean', 'sum' or 'none', got '", r, "'");
-}
 
 ClassLossPlan plan_nll_loss(const Tensor& lp, const Tensor& target, const Tensor& weight,
-                            const std::string& reduction, const char* op) {
+                            LossReduction reduction, const char* op) {
   ClassLossPlan l = class_layout(lp, reduction, op);
   check_class_target(lp, target, l, op);
   check_weight(weight, lp, l, op);
@@ -87,20 +81,20 @@ ClassLossPlan plan_nll_loss(const Tensor& lp, const Tensor& target, const Tensor
 }
 
 ClassLossPlan plan_nll_loss_backward(const Tensor& grad_out, const Tensor& lp, const Tensor& target,
-                                     const Tensor& weight, const std::string& reduction, const char* op) {
+                                     const Tensor& weight, LossReduction reduction, const char* op) {
   check_defined(grad_out, op, "grad_output");
   ClassLossPlan l = plan_nll_loss(lp, target, weight, reduction, op);
   if (l.reduction == LossReduction::None)
     GRAFT_CHECK(grad_out.sizes() == l.per_sample, op, ": expected grad_output of shape ", shape_str(l.per_sample),
                 " (reduction 'none'), got ", describe(grad_out));
   else
-    GRAFT_CHECK(grad_out.numel() == 1, op, ": expected a single-element grad_output for reduction '", reduction,
+    GRAFT_CHECK(grad_out.numel() == 1, op, ": expected a single-element grad_output for reduction '", option_name(reduction),
                 "', got ", describe(grad_out));
   return l;
 }
 
 ClassLossPlan plan_cross_entropy(const Tensor& lp, const Tensor& target, const Tensor& weight,
-                                 const std::string& reduction, int64_t ignore_index, double label_smoothing,
+                                 LossReduction reduction, int64_t ignore_index, double label_smoothing,
                                  const char* op) {
   check_defined(lp, op, "input");
   check_defined(target, op, "target");
@@ -125,11 +119,11 @@ void bad_class_target_error(int64_t target, int64_t C, const char* op) {
               ") or ignore_index");
 }
 
-MseLossPlan plan_mse_loss(const Tensor& input, const Tensor& target, const std::string& reduction, const char* op) {
+MseLossPlan plan_mse_loss(const Tensor& input, const Tensor& target, LossReduction reduction, const char* op) {
   check_defined(input, op, "input");
   check_defined(target, op, "target");
   MseLossPlan p;
-  p.reduction = parse_reduction(reduction, op);
+  p.reduction = reduction;
   GRAFT_CHECK(input.sizes() == target.sizes(), op, ": input of shape ", shape_str(input.sizes()),
               " and target of shape ", shape_str(target.sizes()), " must have the same shape");
   GRAFT_CHECK(is_floating(input.dtype()) && is_floating(target.dtype()), op,

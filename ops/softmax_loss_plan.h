@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <string>
 
-#include "ops/loss_reduction.h"
+#include "runtime/option.h"
 #include "runtime/tensor.h"
 
 namespace graft::kernels {
@@ -37,15 +37,14 @@ struct ClassLossPlan {
   bool probability_targets = false;
 };
 
-LossReduction parse_reduction(const std::string& r, const char* op);
 ClassLossPlan plan_nll_loss(const Tensor& lp, const Tensor& target, const Tensor& weight,
-                            const std::string& reduction, const char* op);
+                            LossReduction reduction, const char* op);
 // Also checks grad_output: the per-sample shape for 'none', a single element otherwise.
 ClassLossPlan plan_nll_loss_backward(const Tensor& grad_out, const Tensor& lp, const Tensor& target,
-                                     const Tensor& weight, const std::string& reduction, const char* op);
+                                     const Tensor& weight, LossReduction reduction, const char* op);
 // cross_entropy_log_probs: label smoothing in [0, 1]; class-index or probability targets.
 ClassLossPlan plan_cross_entropy(const Tensor& lp, const Tensor& target, const Tensor& weight,
-                                 const std::string& reduction, int64_t ignore_index, double label_smoothing,
+                                 LossReduction reduction, int64_t ignore_index, double label_smoothing,
                                  const char* op);
 [[noreturn]] void bad_class_target_error(int64_t target, int64_t C, const char* op);
 
@@ -53,6 +52,6 @@ struct MseLossPlan {
   LossReduction reduction = LossReduction::Mean;
   DType dtype = kFloat32;  // both operands are read as this (promoted) dtype
 };
-MseLossPlan plan_mse_loss(const Tensor& input, const Tensor& target, const std::string& reduction, const char* op);
+MseLossPlan plan_mse_loss(const Tensor& input, const Tensor& target, LossReduction reduction, const char* op);
 
 }  // namespace graft::kernels

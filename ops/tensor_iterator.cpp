@@ -21,7 +21,6 @@ std::pair<const char*, const char*> memory_range(const Tensor& t) {
   return {lo + neg * es, lo + (neg + span) * es};
 }
 
-
 // On the operand's own device (device_copy), so one iterator serves every backend. A dense layout
 // is kept: the flat path pairs elements by memory position, so the copy must lie like the original.
 Tensor fresh_copy(const Tensor& t) {

@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <numeric>
 
+#include "ops/cpu_kernels.h"
 #include "ops/kernel_utils.h"
 #include "ops/ops.h"
+#include "ops/view_plan.h"
 #include "runtime/dispatcher.h"
 
 namespace graft {
@@ -15,6 +17,11 @@ Tensor make_view(const Tensor& self, Shape sizes, Shape strides, int64_t offset)
   return Tensor(std::make_shared<TensorImpl>(self.impl()->storage(), self.dtype(), std::move(sizes),
                                              std::move(strides), offset));
 }
+
+}  // namespace
+
+// The view kernels (one per view op, every device: views are metadata only; registered from
+// codegen/ops/view.yaml).
 
 Tensor as_strided_k(const Tensor& self, const Shape& sizes, const Shape& strides, int64_t offset) {
   GRAFT_CHECK(sizes.size() == strides.size(), "as_strided: sizes ", shape_str(sizes), " and strides ",
@@ -205,95 +212,32 @@ Tensor unsqueeze_k(const Tensor& self, int64_t dim) {
   return make_view(self, sz, st, self.storage_offset());
 }
 
-}  // namespace
-
-GRAFT_DEFINE_OP("as_strided(Tensor(a) self, int[] size, int[] stride, int offset) -> Tensor(a)");
-GRAFT_DEFINE_OP("alias(Tensor(a) self) -> Tensor(a)");
-GRAFT_DEFINE_OP("view(Tensor(a) self, int[] size) -> Tensor(a)");
-GRAFT_DEFINE_OP("transpose(Tensor(a) self, int dim0, int dim1) -> Tensor(a)");
-GRAFT_DEFINE_OP("permute(Tensor(a) self, int[] dims) -> Tensor(a)");
-GRAFT_DEFINE_OP("slice(Tensor(a) self, int dim, int start, int end, int step) -> Tensor(a)");
-GRAFT_DEFINE_OP("select(Tensor(a) self, int dim, int index) -> Tensor(a)");
-GRAFT_DEFINE_OP("expand(Tensor(a) self, int[] size) -> Tensor(a)");
-GRAFT_DEFINE_OP("squeeze(Tensor(a) self, int? dim) -> Tensor(a)");
-GRAFT_DEFINE_OP("unsqueeze(Tensor(a) self, int dim) -> Tensor(a)");
-// Views are metadata-only, so one kernel serves every device.
-#define GRAFT_VIEW_KERNELS(name, fn) \
-  GRAFT_KERNEL(name, CPU, fn);       \
-  GRAFT_KERNEL(name, CUDA, fn)
-GRAFT_VIEW_KERNELS("as_strided", as_strided_k);
-GRAFT_VIEW_KERNELS("alias", alias_k);
-GRAFT_VIEW_KERNELS("view", view_k);
-GRAFT_VIEW_KERNELS("transpose", transpose_k);
-GRAFT_VIEW_KERNELS("permute", permute_k);
-GRAFT_VIEW_KERNELS("slice", slice_k);
-GRAFT_VIEW_KERNELS("select", select_k);
-GRAFT_VIEW_KERNELS("expand", expand_k);
-GRAFT_VIEW_KERNELS("squeeze", squeeze_k);
-GRAFT_VIEW_KERNELS("unsqueeze", unsqueeze_k);
+Shape flatten_shape(const Shape& sizes, int64_t start_dim, int64_t end_dim) {
+  int64_t nd = static_cast<int64_t>(sizes.size());
+  if (nd == 0) return {1};
+  start_dim = wrap_dim(start_dim, nd, "flatten");
+  end_dim = wrap_dim(end_dim, nd, "flatten");
+  GRAFT_CHECK(start_dim <= end_dim, "flatten: start_dim (", start_dim, ") cannot come after end_dim (", end_dim, ")");
+  Shape sz(sizes.begin(), sizes.begin() + start_dim);
+  int64_t m = 1;
+  for (int64_t d = start_dim; d <= end_dim; ++d) m *= sizes[d];
+  sz.push_back(m);
+  sz.insert(sz.end(), sizes.begin() + end_dim + 1, sizes.end());
+  return sz;
+}
 
 }  // namespace kernels
 
 namespace ops {
 
-Tensor as_strided(const Tensor& self, const Shape& sizes, const Shape& strides, int64_t offset) {
-  GRAFT_OP_HANDLE(op, "as_strided");
-  return call_op(op, self, sizes, strides, offset)[0];
-}
-Tensor alias(const Tensor& self) {
-  GRAFT_OP_HANDLE(op, "alias");
-  return call_op(op, self)[0];
-}
-Tensor view(const Tensor& self, const Shape& sizes) {
-  GRAFT_OP_HANDLE(op, "view");
-  return call_op(op, self, sizes)[0];
-}
 Tensor reshape(const Tensor& self, const Shape& sizes) {
   Shape target = kernels::infer_size(sizes, self.numel(), "reshape", self.sizes());
   if (kernels::view_strides(self.sizes(), self.strides(), target)) return view(self, target);
   return view(clone(self), target);
 }
-Tensor transpose(const Tensor& self, int64_t dim0, int64_t dim1) {
-  GRAFT_OP_HANDLE(op, "transpose");
-  return call_op(op, self, dim0, dim1)[0];
-}
-Tensor permute(const Tensor& self, const Shape& dims) {
-  GRAFT_OP_HANDLE(op, "permute");
-  return call_op(op, self, dims)[0];
-}
-Tensor slice(const Tensor& self, int64_t dim, int64_t start, int64_t end, int64_t step) {
-  GRAFT_OP_HANDLE(op, "slice");
-  return call_op(op, self, dim, start, end, step)[0];
-}
-Tensor select(const Tensor& self, int64_t dim, int64_t index) {
-  GRAFT_OP_HANDLE(op, "select");
-  return call_op(op, self, dim, index)[0];
-}
-Tensor expand(const Tensor& self, const Shape& sizes) {
-  GRAFT_OP_HANDLE(op, "expand");
-  return call_op(op, self, sizes)[0];
-}
-Tensor squeeze(const Tensor& self, std::optional<int64_t> dim) {
-  GRAFT_OP_HANDLE(op, "squeeze");
-  return call_op(op, self, dim)[0];
-}
-Tensor unsqueeze(const Tensor& self, int64_t dim) {
-  GRAFT_OP_HANDLE(op, "unsqueeze");
-  return call_op(op, self, dim)[0];
-}
 Tensor flatten(const Tensor& self, int64_t start_dim, int64_t end_dim) {
-  int64_t nd = self.dim();
-  if (nd == 0) return reshape(self, {1});
-  start_dim = wrap_dim(start_dim, nd, "flatten");
-  end_dim = wrap_dim(end_dim, nd, "flatten");
-  GRAFT_CHECK(start_dim <= end_dim, "flatten: start_dim (", start_dim, ") cannot come after end_dim (", end_dim, ")");
-  if (start_dim == end_dim) return self;
-  Shape sz(self.sizes().begin(), self.sizes().begin() + start_dim);
-  int64_t m = 1;
-  for (int64_t d = start_dim; d <= end_dim; ++d) m *= self.sizes()[d];
-  sz.push_back(m);
-  sz.insert(sz.end(), self.sizes().begin() + end_dim + 1, self.sizes().end());
-  return reshape(self, sz);
+  Shape target = kernels::flatten_shape(self.sizes(), start_dim, end_dim);
+  return target == self.sizes() ? self : reshape(self, target);
 }
 
 }  // namespace ops

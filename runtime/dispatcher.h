@@ -108,7 +108,12 @@ OpResult boxed(Stack& s) {
   using Tr = detail::fn_traits<decltype(Fn)>;
   GRAFT_CHECK(s.size() == Tr::arity, "dispatcher: kernel expects ", Tr::arity, " arguments, got ", s.size());
   return [&]<size_t... I>(std::index_sequence<I...>) {
-    return detail::to_result(Fn(Unbox<std::tuple_element_t<I, typename Tr::args>>::get(s[I])...));
+    if constexpr (std::is_void_v<decltype(Fn(Unbox<std::tuple_element_t<I, typename Tr::args>>::get(s[I])...))>) {
+      Fn(Unbox<std::tuple_element_t<I, typename Tr::args>>::get(s[I])...);  // an op that returns () writes its args
+      return OpResult{};
+    } else {
+      return detail::to_result(Fn(Unbox<std::tuple_element_t<I, typename Tr::args>>::get(s[I])...));
+    }
   }(std::make_index_sequence<Tr::arity>{});
 }
 

@@ -2,6 +2,7 @@
 // IValue: one boxed op argument. The dispatcher passes an op's arguments as a Stack of IValues, so
 // a dispatch mode can see and rewrite any op call without knowing its C++ signature.
 #include <optional>
+#include <type_traits>
 #include <string>
 #include <variant>
 #include <vector>
@@ -32,6 +33,12 @@ inline IValue box(DType v) { return v; }
 inline IValue box(Device v) { return v; }
 inline IValue box(const std::string& v) { return v; }
 inline IValue box(const char* v) { return std::string(v); }
+// Enums (option arguments, MemoryFormat) travel as their value; the schema names the type.
+template <class E>
+  requires std::is_enum_v<E>
+IValue box(E v) {
+  return static_cast<int64_t>(v);
+}
 template <class T> IValue box(const std::optional<T>& v) { return v ? box(*v) : IValue{}; }
 
 // Unboxing: IValue -> the kernel's parameter type. Tensors, lists and strings are returned by
@@ -54,6 +61,8 @@ template <class T> struct Unbox {
       if (auto* d = std::get_if<double>(&v)) return Scalar(*d);
       if (auto* i = std::get_if<int64_t>(&v)) return Scalar(*i);
       return Scalar(std::get<Scalar>(v));
+    } else if constexpr (std::is_enum_v<U> && !std::is_same_v<U, DType>) {
+      return static_cast<U>(std::get<int64_t>(v));
     } else if constexpr (std::is_same_v<U, int64_t> || std::is_same_v<U, bool> || std::is_same_v<U, DType> ||
                          std::is_same_v<U, Device>) {
       return U(std::get<U>(v));

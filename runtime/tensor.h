@@ -15,6 +15,7 @@
 
 #include "runtime/error.h"
 #include "runtime/hook_handle.h"
+#include "runtime/option.h"
 #include "runtime/scalar.h"
 #include "runtime/tensor_impl.h"
 #include "runtime/tensor_options.h"
@@ -73,112 +74,18 @@ class Tensor {
   template <class T> T item() const;
   template <class T> std::vector<T> to_vector() const;
 
-  // ---- views: share storage and version counter ----
-  Tensor view(const Shape& shape) const;
-  Tensor reshape(const Shape& shape) const;
-  Tensor transpose(int64_t dim0, int64_t dim1) const;
-  Tensor t() const;
-  Tensor permute(const Shape& dims) const;
-  Tensor slice(int64_t dim, int64_t start, int64_t end, int64_t step = 1) const;
+  // ---- every op declared with the method variant (codegen/ops/*.yaml): x.exp(), x.add(y, 2),
+  // x.sum({1}, true), x.view({2, 3}), x.add_(y), ... Views share storage and version counter; in-place
+  // methods bump it once. Defined in autograd/ as forwards to graft::.
+#include "runtime/tensor_methods.h"
+
+  // ---- conveniences over the ops (not ops themselves) ----
+  Tensor t() const;  // transpose(0, 1) of a 2-D tensor; a 0-d or 1-d tensor itself
   Tensor narrow(int64_t dim, int64_t start, int64_t length) const;
-  Tensor select(int64_t dim, int64_t index) const;
-  Tensor expand(const Shape& shape) const;
   Tensor expand_as(const Tensor& other) const { return expand(other.sizes()); }
-  Tensor squeeze() const;
-  Tensor squeeze(int64_t dim) const;
-  Tensor unsqueeze(int64_t dim) const;
-  Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
-  Tensor contiguous() const;
-  // Dense in `f` (Contiguous or ChannelsLast): self when it already is (size-1 dims ignored, so a
-  // [N, 1, H, W] tensor is both, as in PyTorch), else a recorded copy.
-  Tensor contiguous(MemoryFormat f) const;
   Tensor operator[](int64_t index) const { return select(0, index); }
-
-  // ---- out-of-place math ----
-  Tensor add(const Tensor& o, Scalar alpha = 1) const;
-  Tensor add(Scalar o) const;
-  Tensor sub(const Tensor& o, Scalar alpha = 1) const;
-  Tensor sub(Scalar o) const;
-  Tensor mul(const Tensor& o) const;
-  Tensor mul(Scalar o) const;
-  Tensor div(const Tensor& o) const;
-  Tensor div(Scalar o) const;
-  Tensor neg() const;
-  Tensor relu() const;
-  Tensor abs() const;
-  Tensor sign() const;
-  // The unary op table: Tensor exp() const; Tensor log() const; ... (runtime/op_table/unary.def)
-#define GRAFT_UNARY_OP(name, ...) Tensor name() const;
-#include "runtime/op_table/unary.def"
-  Tensor gelu(const std::string& approximate = "none") const;
-  Tensor pow(Scalar exponent) const;
-  Tensor pow(const Tensor& exponent) const;
-  Tensor clamp(std::optional<Scalar> min, std::optional<Scalar> max = std::nullopt) const;
-  Tensor maximum(const Tensor& o) const;
-  Tensor minimum(const Tensor& o) const;
-  Tensor gt(const Tensor& o) const;
-  Tensor gt(Scalar o) const;
-  Tensor lt(const Tensor& o) const;
-  Tensor lt(Scalar o) const;
-  Tensor ge(const Tensor& o) const;
-  Tensor ge(Scalar o) const;
-  Tensor le(const Tensor& o) const;
-  Tensor le(Scalar o) const;
-  Tensor eq(const Tensor& o) const;
-  Tensor eq(Scalar o) const;
-  Tensor ne(const Tensor& o) const;
-  Tensor ne(Scalar o) const;
-  Tensor masked_fill(const Tensor& mask, Scalar value) const;
-
-  Tensor matmul(const Tensor& o) const;
-  Tensor mm(const Tensor& o) const;
-  Tensor bmm(const Tensor& o) const;
-
-  Tensor sum() const;
-  Tensor sum(const Shape& dims, bool keepdim = false) const;
-  Tensor mean() const;
-  Tensor mean(const Shape& dims, bool keepdim = false) const;
-  Tensor max() const;
-  std::vector<Tensor> max(int64_t dim, bool keepdim = false) const;  // {values, indices}
-  Tensor min() const;
-  std::vector<Tensor> min(int64_t dim, bool keepdim = false) const;
-  Tensor amax(const Shape& dims = {}, bool keepdim = false) const;
-  Tensor amin(const Shape& dims = {}, bool keepdim = false) const;
-  Tensor argmax(std::optional<int64_t> dim = std::nullopt, bool keepdim = false) const;
-  Tensor argmin(std::optional<int64_t> dim = std::nullopt, bool keepdim = false) const;
-  Tensor var(const Shape& dims = {}, int64_t correction = 1, bool keepdim = false) const;
-  Tensor std(const Shape& dims = {}, int64_t correction = 1, bool keepdim = false) const;
-  Tensor norm(double p = 2, const Shape& dims = {}, bool keepdim = false) const;
-  Tensor logsumexp(const Shape& dims, bool keepdim = false) const;
-
-  Tensor softmax(int64_t dim) const;
-  Tensor log_softmax(int64_t dim) const;
-  Tensor clone() const;  // contiguous, as graft always did; clone(MemoryFormat::Preserve) keeps a dense layout
-  Tensor clone(MemoryFormat f) const;
-  Tensor detach() const;
-  Tensor to(Device device, bool non_blocking = false) const;
-  Tensor to(DType dtype) const;
   Tensor cpu() const { return to(Device(DeviceType::CPU)); }
   Tensor cuda() const { return to(Device(DeviceType::CUDA)); }
-
-  // ---- in-place: bump the version counter once ----
-  Tensor& add_(const Tensor& o, Scalar alpha = 1);
-  Tensor& add_(Scalar o);
-  Tensor& sub_(const Tensor& o, Scalar alpha = 1);
-  Tensor& sub_(Scalar o);
-  Tensor& mul_(const Tensor& o);
-  Tensor& mul_(Scalar o);
-  Tensor& div_(const Tensor& o);
-  Tensor& div_(Scalar o);
-  Tensor& sin_();
-  Tensor& exp_();
-  Tensor& relu_();
-  Tensor& zero_();
-  Tensor& fill_(Scalar value);
-  Tensor& copy_(const Tensor& src, bool non_blocking = false);
-  Tensor& normal_(double mean = 0, double std = 1);
-  Tensor& uniform_(double from = 0, double to = 1);
-  Tensor& clamp_(std::optional<Scalar> min, std::optional<Scalar> max = std::nullopt);
 
   // ---- autograd (defined in autograd/) ----
   bool requires_grad() const;

@@ -22,6 +22,7 @@
 #include <utility>
 
 #include "cuda/kernels/elementwise.h"
+#include "ops/math/elementwise_math.h"
 #include "ops/scalar_math.h"
 
 namespace graft::cuda {
@@ -47,13 +48,6 @@ inline bool pack_aligned(const void* p) {
   return reinterpret_cast<uintptr_t>(p) % sizeof(VecPack<T>) == 0;
 }
 
-// Scalar::to<T>() on the device side.
-template <class T>
-__host__ __device__ inline T scalar_as(const ScalarArg& s) {
-  if constexpr (std::is_floating_point_v<T>) return static_cast<T>(s.f);
-  else if constexpr (std::is_same_v<T, bool>) return s.b;
-  else return static_cast<T>(s.i);
-}
 
 // Flat index -> element offset of each of N operands. Dims innermost first.
 template <int N, class Index>
@@ -172,6 +166,24 @@ void visit_dtype(DType t, F&& f) {
     case DType::Int64: f.template operator()<int64_t>(); return;
     case DType::Bool: f.template operator()<bool>(); return;
   }
+}
+
+// F<T> (ops/math/) over `g` for T the type of r, its parameters built from p: the launcher every
+// generated elementwise op calls (cuda/elementwise_table.cu). The operand types are F's call
+// signature, as the glue built the geometry (ops/elementwise_plan.h).
+template <template <class> class F>
+void launch_math(DType r, const ElementwiseGeometry& g, const ScalarArg* p, cudaStream_t stream, const char* name) {
+  visit_dtype(r, [&]<class T>() {
+    if constexpr ((math::functor_types<F>() & math::type_bit<T>) != 0) {
+      using C = math::Call<F, T>;
+      const F<T> f = math::make_functor<F, T>(p);
+      [&]<class... A>(math::TypeList<A...>) {
+        launch_elementwise<typename C::Out, A...>(g, f, stream, name);
+      }(typename C::Inputs{});
+    } else {
+      elementwise_internal_error(name, r, 0);
+    }
+  });
 }
 
 // Math by overload, so functors templated on float/double call the float functions for float

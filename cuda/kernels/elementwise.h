@@ -12,6 +12,7 @@
 
 #include <cstdint>
 
+#include "ops/math/device_math.h"
 #include "runtime/dtype.h"
 
 namespace graft::cuda {
@@ -31,12 +32,9 @@ struct ElementwiseGeometry {
 };
 
 // A Scalar argument already converted the ways Scalar::to<T>() converts it, so device code picks
-// the member for its T and never needs graft::Scalar.
-struct ScalarArg {
-  double f = 0;     // to<float/double>()
-  int64_t i = 0;    // to<int64_t>()
-  bool b = false;   // to<bool>()
-};
+// the member for its T and never needs graft::Scalar (the one definition both devices share).
+using math::ScalarArg;
+using math::scalar_as;
 
 // Defined in cuda_context.cpp: turns a failed launch into a graft::Error naming the kernel.
 void check_launch(const char* kernel_name);

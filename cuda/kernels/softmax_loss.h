@@ -12,7 +12,7 @@
 
 #include <cstdint>
 
-#include "ops/loss_reduction.h"
+#include "runtime/op_options.h"
 #include "runtime/dtype.h"
 
 namespace graft::cuda {

@@ -6,7 +6,7 @@
 
 #include <functional>
 
-#include "autograd/gradcheck_coverage.h"
+#include "autograd/gradcheck_macros.h"
 #include "graft.h"
 
 using namespace graft;

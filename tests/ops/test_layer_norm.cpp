@@ -89,7 +89,7 @@ TEST_CASE("layer_norm matches a naive float64 reference with and without weight 
       INFO("weight " << with_w << " bias " << with_b);
       Tensor w = with_w ? make(wv, {4, 5}) : Tensor();
       Tensor b = with_b ? make(bv, {4, 5}) : Tensor();
-      auto out = ops::layer_norm(x, {4, 5}, w, b, 1e-5);
+      auto out = ops::native_layer_norm(x, {4, 5}, w, b, 1e-5);
       REQUIRE(out.size() == 3);
       Ref r = ref_layer_norm(xv, 20, with_w ? wv : std::vector<double>{}, with_b ? bv : std::vector<double>{}, 1e-5);
       CHECK(out[0].sizes() == s);
@@ -102,7 +102,7 @@ TEST_CASE("layer_norm matches a naive float64 reference with and without weight 
     }
   }
   // Normalising the last dim only, with a larger eps.
-  auto out = ops::layer_norm(x, {5}, {}, {}, 0.5);
+  auto out = ops::native_layer_norm(x, {5}, {}, {}, 0.5);
   CHECK(out[1].sizes() == Shape{2, 3, 4});
   check_close(out[0], ref_layer_norm(xv, 5, {}, {}, 0.5).y);
 }
@@ -112,7 +112,7 @@ TEST_CASE("layer_norm in float32 and on non-contiguous input") {
   auto xv = random_values(48, 4, 1.0, 2.0);
   auto wv = random_values(8, 5);
   Ref r = ref_layer_norm(xv, 8, wv, {}, 1e-5);
-  auto out = ops::layer_norm(make(xv, s, kFloat32), {8}, make(wv, {8}, kFloat32), {}, 1e-5);
+  auto out = ops::native_layer_norm(make(xv, s, kFloat32), {8}, make(wv, {8}, kFloat32), {}, 1e-5);
   CHECK(out[0].dtype() == kFloat32);
   CHECK(out[2].dtype() == kFloat32);
   check_close(out[0], r.y, 1e-4, 1e-5);
@@ -123,7 +123,7 @@ TEST_CASE("layer_norm in float32 and on non-contiguous input") {
     for (int64_t j = 0; j < 8; ++j) tv[j * 6 + i] = xv[i * 8 + j];
   Tensor xt = ops::transpose(make(tv, {8, 6}), 0, 1);
   REQUIRE_FALSE(xt.is_contiguous());
-  check_close(ops::layer_norm(xt, {8}, make(wv, {8}), {}, 1e-5)[0], r.y);
+  check_close(ops::native_layer_norm(xt, {8}, make(wv, {8}), {}, 1e-5)[0], r.y);
 }
 
 TEST_CASE("layer_norm_backward matches finite differences in float64, with and without weight and bias") {
@@ -140,23 +140,23 @@ TEST_CASE("layer_norm_backward matches finite differences in float64, with and w
       Tensor w = with_w ? make(wv, ns) : Tensor();
       Tensor b = with_b ? make(bv, ns) : Tensor();
       Tensor x = make(xv, s);
-      auto fwd = ops::layer_norm(x, ns, w, b, 1e-5);
-      auto grads = ops::layer_norm_backward(g, x, ns, fwd[1], fwd[2], w, b);
+      auto fwd = ops::native_layer_norm(x, ns, w, b, 1e-5);
+      auto grads = ops::native_layer_norm_backward(g, x, ns, fwd[1], fwd[2], w, b);
       REQUIRE(grads.size() == 3);
-      auto loss_x = [&](const std::vector<double>& v) { return dot(ops::layer_norm(make(v, s), ns, w, b)[0], gv); };
+      auto loss_x = [&](const std::vector<double>& v) { return dot(ops::native_layer_norm(make(v, s), ns, w, b)[0], gv); };
       check_close(grads[0], numeric_grad(loss_x, xv), 1e-6, 1e-8);
       CHECK(grads[1].defined() == with_w);
       CHECK(grads[2].defined() == with_b);
       if (with_w) {
         CHECK(grads[1].sizes() == ns);
         auto loss_w = [&](const std::vector<double>& v) {
-          return dot(ops::layer_norm(x, ns, make(v, ns), b)[0], gv);
+          return dot(ops::native_layer_norm(x, ns, make(v, ns), b)[0], gv);
         };
         check_close(grads[1], numeric_grad(loss_w, wv), 1e-6, 1e-8);
       }
       if (with_b) {
         auto loss_b = [&](const std::vector<double>& v) {
-          return dot(ops::layer_norm(x, ns, w, make(v, ns))[0], gv);
+          return dot(ops::native_layer_norm(x, ns, w, make(v, ns))[0], gv);
         };
         check_close(grads[2], numeric_grad(loss_b, bv), 1e-6, 1e-8);
       }
@@ -173,8 +173,8 @@ TEST_CASE("layer_norm_backward sums weight and bias gradients over many rows") {
   Tensor x = make(xv, {m, n});
   Tensor w = make(wv, {n});
   Tensor b = ops::zeros({n}, kFloat64);
-  auto fwd = ops::layer_norm(x, {n}, w, b);
-  auto grads = ops::layer_norm_backward(make(gv, {m, n}), x, {n}, fwd[1], fwd[2], w, b);
+  auto fwd = ops::native_layer_norm(x, {n}, w, b);
+  auto grads = ops::native_layer_norm_backward(make(gv, {m, n}), x, {n}, fwd[1], fwd[2], w, b);
   Ref r = ref_layer_norm(xv, n, {}, {}, 1e-5);  // r.y is xhat
   std::vector<double> dw(n, 0.0), db(n, 0.0), dx;
   for (int64_t i = 0; i < m; ++i) {
@@ -197,16 +197,16 @@ TEST_CASE("layer_norm_backward sums weight and bias gradients over many rows") {
 
 TEST_CASE("layer_norm rejects a normalized_shape that does not match the input") {
   Tensor x = ops::zeros({2, 3});
-  CHECK_THROWS_WITH(ops::layer_norm(x, {4}),
+  CHECK_THROWS_WITH(ops::native_layer_norm(x, {4}),
                     Catch::Contains("layer_norm") && Catch::Contains("[4]") && Catch::Contains("[2, 3]"));
-  CHECK_THROWS_WITH(ops::layer_norm(x, {2, 3, 1}), Catch::Contains("[2, 3, 1]"));
-  CHECK_THROWS_WITH(ops::layer_norm(x, {}), Catch::Contains("normalized_shape"));
-  CHECK_THROWS_WITH(ops::layer_norm(x, {3}, ops::ones({4})), Catch::Contains("weight") && Catch::Contains("[3]"));
-  CHECK_THROWS_WITH(ops::layer_norm(x, {3}, {}, ops::ones({3}, kFloat64)),
+  CHECK_THROWS_WITH(ops::native_layer_norm(x, {2, 3, 1}), Catch::Contains("[2, 3, 1]"));
+  CHECK_THROWS_WITH(ops::native_layer_norm(x, {}), Catch::Contains("normalized_shape"));
+  CHECK_THROWS_WITH(ops::native_layer_norm(x, {3}, ops::ones({4})), Catch::Contains("weight") && Catch::Contains("[3]"));
+  CHECK_THROWS_WITH(ops::native_layer_norm(x, {3}, {}, ops::ones({3}, kFloat64)),
                     Catch::Contains("bias") && Catch::Contains("float64"));
-  CHECK_THROWS_WITH(ops::layer_norm(graft::tensor(std::vector<int64_t>{1, 2}, {2}), {2}),
+  CHECK_THROWS_WITH(ops::native_layer_norm(graft::tensor(std::vector<int64_t>{1, 2}, {2}), {2}),
                     Catch::Contains("layer_norm") && Catch::Contains("int64"));
-  auto fwd = ops::layer_norm(x, {3});
-  CHECK_THROWS_WITH(ops::layer_norm_backward(ops::zeros({3, 2}), x, {3}, fwd[1], fwd[2], {}, {}),
+  auto fwd = ops::native_layer_norm(x, {3});
+  CHECK_THROWS_WITH(ops::native_layer_norm_backward(ops::zeros({3, 2}), x, {3}, fwd[1], fwd[2], {}, {}),
                     Catch::Contains("layer_norm_backward") && Catch::Contains("grad_output"));
 }

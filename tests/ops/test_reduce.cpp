@@ -213,7 +213,7 @@ TEST_CASE("a transposed matrix reduces along its contiguous dim without a wrong 
   check_close(ops::sum(x, {0}), {6, 15});
   check_close(ops::sum(x, {1}), {5, 7, 9});
   check_close(ops::amax(x, {0}), {3, 6});
-  check_close(ops::max_dim(x, 1)[1], {1, 1, 1});
+  check_close(ops::max(x, 1)[1], {1, 1, 1});
 }
 
 TEST_CASE("sum over the outer dims of a contiguous tensor matches the naive loop (column path)") {
@@ -286,7 +286,7 @@ TEST_CASE("amax, amin, max_dim and argmax work on int64 and bool") {
   Tensor i = graft::tensor(std::vector<int64_t>{3, -7, 9, 9, 0, -7}, {2, 3});
   CHECK(ops::amax(i, {1}).to_vector<int64_t>() == std::vector<int64_t>{9, 9});
   CHECK(ops::amin(i).item<int64_t>() == -7);
-  auto mx = ops::max_dim(i, 0);
+  auto mx = ops::max(i, 0);
   CHECK(mx[0].to_vector<int64_t>() == std::vector<int64_t>{9, 0, 9});
   CHECK(mx[1].to_vector<int64_t>() == std::vector<int64_t>{1, 1, 0});
   CHECK(ops::argmin(i).item<int64_t>() == 1);
@@ -310,23 +310,23 @@ TEST_CASE("out of range and duplicate dims are rejected") {
   CHECK_THROWS_WITH(ops::sum(x, {-3}), Catch::Contains("out of range"));
   CHECK_THROWS_WITH(ops::sum(x, {1, -1}), Catch::Contains("sum") && Catch::Contains("multiple times"));
   CHECK_THROWS_WITH(ops::amax(x, {0, 0}), Catch::Contains("amax") && Catch::Contains("multiple times"));
-  CHECK_THROWS_WITH(ops::max_dim(x, 5), Catch::Contains("max") && Catch::Contains("out of range"));
+  CHECK_THROWS_WITH(ops::max(x, 5), Catch::Contains("max") && Catch::Contains("out of range"));
   CHECK_THROWS_WITH(ops::argmax(x, 2), Catch::Contains("argmax"));
   CHECK_THROWS_WITH(ops::var(x, {0, 0}), Catch::Contains("var"));
 }
 
 TEST_CASE("max_dim and min_dim return values and the first index on ties") {
   Tensor x = make({1, 5, 5, 2, 0, 0, 0, 3, -1, 7, -1, 7}, {3, 4});
-  auto mx = ops::max_dim(x, 1);
+  auto mx = ops::max(x, 1);
   check_close(mx[0], {5, 3, 7});
   CHECK(mx[1].dtype() == kInt64);
   CHECK(mx[1].to_vector<int64_t>() == std::vector<int64_t>{1, 3, 1});
-  auto mn = ops::min_dim(x, -1, true);
+  auto mn = ops::min(x, -1, true);
   CHECK(mn[0].sizes() == Shape{3, 1});
   CHECK(mn[1].sizes() == Shape{3, 1});
   check_close(mn[0], {1, 0, -1});
   CHECK(mn[1].to_vector<int64_t>() == std::vector<int64_t>{0, 0, 0});
-  auto m0 = ops::max_dim(x, 0);
+  auto m0 = ops::max(x, 0);
   check_close(m0[0], {1, 7, 5, 7});
   CHECK(m0[1].to_vector<int64_t>() == std::vector<int64_t>{0, 2, 0, 2});
 }
@@ -361,7 +361,7 @@ TEST_CASE("argmax takes the first maximum even when it lies in an earlier chunk 
   Tensor x = make(v, {n});
   CHECK(ops::argmax(x).item<int64_t>() == 40000);
   CHECK(ops::argmin(x).item<int64_t>() == 35000);
-  auto mx = ops::max_dim(ops::view(x, {1, n}), 1);
+  auto mx = ops::max(ops::view(x, {1, n}), 1);
   CHECK(mx[1].item<int64_t>() == 40000);
   CHECK(ops::max(x).item<double>() == 5.0);
   CHECK(ops::min(x).item<double>() == -3.0);
@@ -374,10 +374,10 @@ TEST_CASE("NaN propagates through max-like reductions and wins the index") {
   CHECK(std::isnan(v[0]));
   CHECK(v[1] == 4.0);
   CHECK(std::isnan(ops::amin(x, {1}).to_vector<double>()[0]));
-  auto mx = ops::max_dim(x, 1);
+  auto mx = ops::max(x, 1);
   CHECK(std::isnan(mx[0].to_vector<double>()[0]));
   CHECK(mx[1].to_vector<int64_t>() == std::vector<int64_t>{1, 3});
-  auto mn = ops::min_dim(x, 1);
+  auto mn = ops::min(x, 1);
   CHECK(mn[1].to_vector<int64_t>() == std::vector<int64_t>{1, 1});
   CHECK(ops::argmax(x).item<int64_t>() == 1);
   CHECK(std::isnan(ops::max(x).item<double>()));
@@ -400,7 +400,7 @@ TEST_CASE("reducing an empty dim: sum gives 0, mean NaN, max-like ops throw") {
   CHECK(ops::amax(x, {1}).sizes() == Shape{0});  // reduced dim is not empty: fine
   CHECK_THROWS_WITH(ops::amax(x, {0}), Catch::Contains("amax") && Catch::Contains("non-zero size"));
   CHECK_THROWS_WITH(ops::amin(x), Catch::Contains("amin") && Catch::Contains("dim 0"));
-  CHECK_THROWS_WITH(ops::max_dim(x, 0), Catch::Contains("max") && Catch::Contains("non-zero size"));
+  CHECK_THROWS_WITH(ops::max(x, 0), Catch::Contains("max") && Catch::Contains("non-zero size"));
   CHECK_THROWS_WITH(ops::argmax(x), Catch::Contains("argmax"));
   CHECK_THROWS_WITH(ops::max(x), Catch::Contains("max") && Catch::Contains("empty") && Catch::Contains("[0, 3]"));
   CHECK_THROWS_WITH(ops::min(x), Catch::Contains("min") && Catch::Contains("empty"));
@@ -487,7 +487,7 @@ TEST_CASE("a 0-d tensor reduces over no dims or over dim 0 / -1") {
   CHECK(ops::sum(x).item<double>() == 2.5);
   CHECK(ops::sum(x, {0}).dim() == 0);
   CHECK(ops::mean(x, {-1}, true).dim() == 0);
-  auto mx = ops::max_dim(x, 0);
+  auto mx = ops::max(x, 0);
   CHECK(mx[0].item<double>() == 2.5);
   CHECK(mx[1].item<int64_t>() == 0);
   CHECK(ops::argmax(x).item<int64_t>() == 0);
@@ -533,14 +533,14 @@ TEST_CASE("reductions over middle and outer dims of contiguous tensors read tile
     }
   }
   auto g1 = groups(xv, sizes, {false, true, false});
-  auto mx = ops::max_dim(x, 1);
+  auto mx = ops::max(x, 1);
   auto mxv = mx[1].to_vector<int64_t>();
   for (size_t i = 0; i < g1.size(); ++i) {
     CHECK(mxv[i] == std::max_element(g1[i].begin(), g1[i].end()) - g1[i].begin());
     CHECK(mx[0].to_vector<double>()[i] == ref_max(g1[i]));
   }
   Tensor xi = ops::to_dtype(make(xv, sizes), kInt64);  // truncated values, many ties
-  auto mi = ops::min_dim(xi, 0);
+  auto mi = ops::min(xi, 0);
   auto gi = groups(ops::to_dtype(xi, kFloat64).to_vector<double>(), sizes, {true, false, false});
   auto miv = mi[1].to_vector<int64_t>();
   for (size_t i = 0; i < gi.size(); ++i)

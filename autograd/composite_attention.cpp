@@ -9,7 +9,7 @@
 #include <cmath>
 #include <limits>
 
-#include "autograd/rules.h"
+#include "autograd/derivatives.h"
 #include "runtime/dispatcher.h"
 
 namespace graft {
@@ -19,12 +19,6 @@ using namespace autograd::rules;
 namespace {
 
 thread_local SdpaBackend t_backend = SdpaBackend::Auto;
-
-struct SdpaSaved {
-  bool causal = false;
-  double scale = 1;
-  SavedVariable q, k, v, mask, out, lse;
-};
 
 Tensor transpose_last(const Tensor& t) { return graft::transpose(t, -2, -1); }
 
@@ -64,53 +58,35 @@ double default_scale(const Tensor& q, std::optional<double> scale) {
   return scale ? *scale : 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
 }
 
-// The gradients as differentiable ops, so create_graph=true differentiates them again.
-variable_list sdpa_grads_composed(OpNode& n, SdpaSaved& s, const Tensor& g) {
-  Tensor q = n.unpack(s.q), k = n.unpack(s.k), v = n.unpack(s.v), mask = n.unpack(s.mask);
-  Tensor p = attention_weights(q, k, mask, s.causal, s.scale);
-  Tensor dv = graft::matmul(transpose_last(p), g);
-  Tensor dp = graft::matmul(g, transpose_last(v));
-  Tensor ds = graft::mul(p, graft::sub(dp, graft::sum(graft::mul(dp, p), {-1}, true)));
-  Tensor dq = graft::mul(graft::matmul(ds, k), s.scale);
-  Tensor dk = graft::mul(graft::matmul(transpose_last(ds), q), s.scale);
-  return {dq, dk, dv};
-}
-
-variable_list d_sdpa_flash(OpNode& n, SdpaSaved& s, const variable_list& g) {  // q, k, v
-  variable_list r;
-  if (building_graph()) {
-    r = sdpa_grads_composed(n, s, g[0]);
-  } else {
-    r = ops::_sdpa_flash_backward(g[0], n.unpack(s.q), n.unpack(s.k), n.unpack(s.v), n.unpack(s.out),
-                                  n.unpack(s.lse), n.unpack(s.mask), s.causal, s.scale);
-  }
-  for (size_t i = 0; i < 3; ++i)
-    r[i] = n.needs(i) ? (r[i].sizes() == n.inputs[i].shape ? r[i] : graft::sum_to(r[i], n.inputs[i].shape)) : Tensor();
-  return r;
-}
-
 bool has_flash_kernel(const Device& d) {
   static const Op& op = op_handle("_sdpa_flash");
   return op.kernels[static_cast<size_t>(d.type)] != nullptr;
 }
 
-Tensor sdpa_flash(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, bool causal, double scale) {
-  auto r = ops::_sdpa_flash(q, k, v, mask, causal, scale);
-  if (auto n = record_op("ScaledDotProductFlashAttentionBackward", d_sdpa_flash, {&q, &k, &v})) {
-    set_output(n, r[0]);
-    n->saved.causal = causal;
-    n->saved.scale = scale;
-    n->save(n->saved.q, q);
-    n->save(n->saved.k, k);
-    n->save(n->saved.v, v);
-    if (mask.defined()) n->save(n->saved.mask, mask);
-    n->save(n->saved.out, r[0], true);
-    n->save(n->saved.lse, r[1]);
-  }
-  return r[0];
-}
-
 }  // namespace
+
+// _sdpa_flash's rule (codegen/ops/attention.yaml): the fused backward kernel, or under create_graph
+// the gradients as differentiable ops, so a second backward differentiates them again.
+variable_list rules::sdpa_flash_backward_rule(const Tensor& g, const Tensor& q, const Tensor& k, const Tensor& v,
+                                              const Tensor& out, const Tensor& lse, const Tensor& mask, bool causal,
+                                              double scale, const std::array<bool, 3>& needs) {
+  variable_list r;
+  if (building_graph()) {
+    Tensor p = attention_weights(q, k, mask, causal, scale);
+    Tensor dv = graft::matmul(transpose_last(p), g);
+    Tensor dp = graft::matmul(g, transpose_last(v));
+    Tensor ds = graft::mul(p, graft::sub(dp, graft::sum(graft::mul(dp, p), {-1}, true)));
+    Tensor dq = graft::mul(graft::matmul(ds, k), scale);
+    Tensor dk = graft::mul(graft::matmul(transpose_last(ds), q), scale);
+    r = {dq, dk, dv};
+  } else {
+    r = ops::_sdpa_flash_backward(g, q, k, v, out, lse, mask, causal, scale);
+  }
+  const Tensor* in[3] = {&q, &k, &v};
+  for (size_t i = 0; i < 3; ++i)
+    r[i] = needs[i] ? (r[i].sizes() == in[i]->sizes() ? r[i] : graft::sum_to(r[i], in[i]->sizes())) : Tensor();
+  return r;
+}
 
 SdpaBackend sdpa_backend() { return t_backend; }
 SdpaBackendGuard::SdpaBackendGuard(SdpaBackend backend) : prev_(t_backend) { t_backend = backend; }
@@ -162,7 +138,7 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
     return scaled_dot_product_attention_math(q, k, v, attn_mask, dropout_p, is_causal, scale);
   GRAFT_CHECK(!why_not, op, ": the flash backend was requested but cannot run: ", why_not);
   GRAFT_CHECK(q.defined() && q.dim() >= 1, op, ": query is undefined or 0-d");
-  return sdpa_flash(q, k, v, attn_mask, is_causal, default_scale(q, scale));
+  return graft::_sdpa_flash(q, k, v, attn_mask, is_causal, default_scale(q, scale))[0];
 }
 
 }  // namespace graft

@@ -1,0 +1,75 @@
+#pragma once
+// What the generated per-op tests (op_cases.cpp, op_cases_cuda.cpp; codegen/opgen.py) run. A
+// declaration's `check:` line becomes a call here with the op's full name, a function of the
+// differentiable inputs, and their values:
+//   check: gelu(x, "tanh"); x = real(3, 4)
+// -> check_op_case("gelu", [&](in) { const Tensor& x = in[0]; return as_outputs(gelu(x, "tanh")); }, {gen::real(3, 4)})
+#include <cstdint>
+#include <functional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "graft.h"
+
+namespace graft::test {
+
+// Input generators of `check:` lines (float64 values; the layouts are the harness's business).
+namespace gen {
+Tensor real_shape(const Shape& s);      // N(0, 1)
+Tensor pos_shape(const Shape& s);       // uniform in [0.5, 1.5]
+Tensor nonzero_shape(const Shape& s);   // |x| in [0.3, 0.3 + |N(0, 1)|], random sign
+Tensor unit_shape(const Shape& s);      // uniform in [-0.9, 0.9]
+template <class... I> Tensor real(I... s) { return real_shape(Shape{static_cast<int64_t>(s)...}); }
+template <class... I> Tensor pos(I... s) { return pos_shape(Shape{static_cast<int64_t>(s)...}); }
+template <class... I> Tensor nonzero(I... s) { return nonzero_shape(Shape{static_cast<int64_t>(s)...}); }
+template <class... I> Tensor unit(I... s) { return unit_shape(Shape{static_cast<int64_t>(s)...}); }
+// Not differentiated: int64 values in [0, n) (indices), bool masks.
+Tensor index_shape(int64_t n, const Shape& s);
+Tensor mask_shape(const Shape& s);
+template <class... I> Tensor index(int64_t n, I... s) { return index_shape(n, Shape{static_cast<int64_t>(s)...}); }
+template <class... I> Tensor mask(I... s) { return mask_shape(Shape{static_cast<int64_t>(s)...}); }
+}  // namespace gen
+
+inline std::vector<Tensor> as_outputs(const Tensor& t) { return {t}; }
+inline std::vector<Tensor> as_outputs(std::vector<Tensor> v) { return v; }
+
+using CaseFn = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
+enum CaseFlags : int {
+  kNoLayouts = 1,  // contiguous inputs only (the op needs a layout the others break)
+  kOnce = 2,       // no gradgradcheck (once differentiable)
+  kComposite = 4,  // graft:: composes other ops: the check need not dispatch an op of this name
+};
+
+// gradcheck of fn on `values` laid out contiguous, permuted (inputs of 2+ dims) and stepped (every
+// other element), each input a leaf; then gradgradcheck on the contiguous ones unless kOnce. Each
+// check must dispatch `op` with an input that requires grad, so a case cannot miss its own op.
+void check_op_case(const std::string& op, const CaseFn& fn, const std::vector<Tensor>& values, int flags);
+
+// ops:: and graft:: give the same outputs, bit for bit, on the same inputs.
+void check_agreement(const CaseFn& ops_fn, const CaseFn& graft_fn, const std::vector<Tensor>& values);
+
+// One row of the op table, as the generated tests see it.
+struct DeclaredOp {
+  const char* name;      // full name: "add.Tensor"
+  const char* nondiff;   // why it has no derivative ("" when it has one)
+  const char* no_cuda;   // why it has no CUDA kernel ("" when it has one)
+  bool composite;        // graft:: only, composed from other ops (not registered)
+  int checks;            // its `check:` lines
+};
+// Every declared op (generated op_table.cpp), and the ops that have CPU-vs-CUDA cases from their
+// declarations (op_cases_cuda.cpp).
+const std::vector<DeclaredOp>& declared_ops();
+const std::set<std::string>& ops_with_cuda_cases();
+// The table and the dispatcher's registry list the same ops; every differentiable op has a case.
+void check_table_matches_registry(const std::vector<DeclaredOp>& table);
+
+// CPU vs CUDA: fn on `values` moved to each device, in float32 and float64, forward and backward
+// with one random output gradient; CUDA's outputs and gradients must match the CPU's.
+using DeviceCaseFn = std::function<std::vector<Tensor>(const std::vector<Tensor>&, Device)>;
+void check_cuda_case(const std::string& op, const DeviceCaseFn& fn, const std::vector<Tensor>& values);
+// A constant input (indices, a mask) on `dev`; other constants (shapes, numbers) as they are.
+Tensor on_device(const Tensor& t, Device dev);
+template <class T> const T& on_device(const T& v, Device) { return v; }
+
+}  // namespace graft::test

@@ -88,6 +88,15 @@ template <class T> struct Silu {
   GRAFT_HOST_DEVICE T operator()(T v) const { return v / (T(1) + exp(-v)); }
 };
 
+template <class T> struct Hardswish {  // x * relu6(x + 3) / 6
+  static constexpr int kTypes = kFloatingTypes;
+  GRAFT_HOST_DEVICE T operator()(T v) const {
+    T r = v + T(3);
+    r = r < T(0) ? T(0) : (r > T(6) ? T(6) : r);
+    return v * r / T(6);
+  }
+};
+
 // ---- ops that keep the dtype ----
 
 template <class T> struct Neg {  // bool is refused by the plan

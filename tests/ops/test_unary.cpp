@@ -425,3 +425,19 @@ TEST_CASE("float32 tanh rounds like tanh computed in double, keeps signs, NaN an
     CHECK(special[3] == 1.f);
   }
 }
+
+TEST_CASE("hardswish is x * relu6(x + 3) / 6 with PyTorch's gradient at the kinks") {
+  // torch.nn.functional.hardswish in float64 at these points, and its gradient (x < -3: 0,
+  // -3 <= x <= 3: x / 3 + 1/2, x > 3: 1).
+  Tensor x = make({-4.0, -3.0, -1.5, 0.0, 1.0, 3.0, 5.0}, {7}, kFloat64);
+  x.requires_grad_();
+  Tensor y = x.hardswish();
+  check_close(y, {0.0, 0.0, -0.375, 0.0, 2.0 / 3.0, 3.0, 5.0}, 1e-15, 1e-15);
+  CHECK(y.grad_fn()->name() == "HardswishBackward");
+  y.sum().backward();
+  check_close(x.grad(), {0.0, -0.5, 0.0, 0.5, 5.0 / 6.0, 1.5, 1.0}, 1e-15, 1e-15);
+  // PyTorch's formula as written: -inf * relu6(-inf) = -inf * 0 is NaN there too.
+  check_close(graft::hardswish(make({NAN, -INFINITY, INFINITY}, {3}, kFloat32)), {NAN, NAN, INFINITY}, 0, 0);
+  CHECK(graft::hardswish(graft::tensor(std::vector<int64_t>{-5, 1}, {2})).dtype() == kFloat32);
+  CHECK_THROWS_WITH(ops::hardswish(Tensor()), Contains("hardswish"));
+}

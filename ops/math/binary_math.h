@@ -62,6 +62,18 @@ template <class T> struct Maximum {
 template <class T> struct Minimum {
   GRAFT_HOST_DEVICE T operator()(T a, T b) const { return min_nan(a, b); }
 };
+// log(exp(a) + exp(b)) without overflow: max + log1p(exp(-|a - b|)); equal infinities give that
+// infinity (not NaN), as torch.logaddexp.
+template <class T> struct Logaddexp {
+  static constexpr int kTypes = kFloatingTypes, kCost = 4;
+  GRAFT_HOST_DEVICE T operator()(T a, T b) const {
+    if (a == b && (a - a) != (a - a)) return a;  // both +inf or both -inf
+    T m = a < b ? b : a;
+    T d = a < b ? a - b : b - a;
+    if (d != d) return d + m;  // a NaN operand
+    return m + log1p(exp(d));
+  }
+};
 // The reverse forms with a Scalar: s - a, s / a.
 template <class T> struct Rsub {
   static constexpr int kTypes = kNumberTypes;

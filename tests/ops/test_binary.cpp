@@ -532,3 +532,30 @@ TEST_CASE("addcmul_ addcdiv_ and lerp_ report bad arguments") {
                     Contains("lerp_") && Contains("float32") && Contains("float64"));
   CHECK_THROWS_WITH(ops::lerp_(i, i, 0.5), Contains("lerp_") && Contains("floating"));
 }
+
+TEST_CASE("logaddexp is log(exp(a) + exp(b)) without overflow, with PyTorch's infinities") {
+  // torch.logaddexp in float64: 2 + log1p(exp(-1)); 1000 + log 2 (exp(1000) alone overflows).
+  Tensor a = make({1.0, 1000.0, -INFINITY, INFINITY, INFINITY, NAN, -1000.0}, {7}, kFloat64);
+  Tensor b = make({2.0, 1000.0, -INFINITY, INFINITY, 1.0, 1.0, 0.0}, {7}, kFloat64);
+  std::vector<double> got = graft::logaddexp(a, b).to_vector<double>();
+  CHECK(got[0] == Approx(2.3132616875182228).epsilon(1e-15));
+  CHECK(got[1] == Approx(1000.6931471805599).epsilon(1e-15));
+  CHECK(got[2] == -INFINITY);
+  CHECK(got[3] == INFINITY);
+  CHECK(got[4] == INFINITY);
+  CHECK(std::isnan(got[5]));
+  CHECK(got[6] == 0.0);
+  // Broadcasting, integers computed in float32, and d/da = sigmoid(a - b).
+  Tensor x = make({0.5, -1.0}, {2, 1}, kFloat64).requires_grad_();
+  Tensor y = make({0.0, 2.0, -3.0}, {3}, kFloat64).requires_grad_();
+  Tensor out = graft::logaddexp(x, y);
+  CHECK(out.sizes() == Shape{2, 3});
+  CHECK(out.grad_fn()->name() == "LogaddexpBackward");
+  out.sum().backward();
+  double gx0 = 0;
+  for (double v : {0.0, 2.0, -3.0}) gx0 += 1 / (1 + std::exp(v - 0.5));
+  CHECK(x.grad().to_vector<double>()[0] == Approx(gx0).epsilon(1e-14));
+  CHECK(graft::logaddexp(graft::tensor(std::vector<int64_t>{1}, {1}), graft::tensor(std::vector<int64_t>{2}, {1}))
+            .dtype() == kFloat32);
+  CHECK_THROWS_WITH(graft::logaddexp(a, make({1, 2}, {2}, kFloat64)), Contains("logaddexp"));
+}

@@ -102,7 +102,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   GRAFT_CHECK(a.defined() && b.defined(), "matmul: undefined tensor argument");
   GRAFT_CHECK(a.dim() >= 1 && b.dim() >= 1, "matmul: both arguments need at least 1 dimension, got shapes ",
               shape_str(a.sizes()), " and ", shape_str(b.sizes()));
-  bool needs_grad = is_grad_enabled() && (tensor_requires_grad(a) || tensor_requires_grad(b));
+  bool needs_grad = is_recording_enabled() && (tensor_requires_grad(a) || tensor_requires_grad(b));
   if (!needs_grad) return ops::matmul(a, b);  // one kernel call, no intermediate views
   int64_t da = a.dim(), db = b.dim();
   if (da == 1 && db == 1) {
@@ -176,7 +176,7 @@ Tensor conv2d(const Tensor& in, const Tensor& w, const Tensor& b, const Shape& s
 }
 
 Tensor max_pool2d(const Tensor& in, const Shape& k, const Shape& s, const Shape& p, const Shape& d, bool c) {
-  bool needs_grad = is_grad_enabled() && tensor_requires_grad(in);
+  bool needs_grad = is_recording_enabled() && tensor_requires_grad(in);
   if (!needs_grad) return ops::max_pool2d(in, k, s, p, d, c);
   auto r = ops::max_pool2d_with_indices(in, k, s, p, d, c);
   if (auto n = record_op("MaxPool2DWithIndicesBackward", d_max_pool2d, {&in})) {

@@ -146,7 +146,7 @@ variable_list d_embedding(OpNode& n, EmbeddingSaved& s, const variable_list& g) 
 // A view op: records `fn` and links the output to its base for in-place rebasing.
 template <class Saved, class Fill>
 Tensor view_op(const char* name, Rule<Saved> fn, const Tensor& x, Tensor y, Fill&& fill) {
-  if (!is_grad_enabled()) return y;
+  if (!is_recording_enabled()) return y;
   if (auto n = record_op(name, fn, {&x})) {
     set_output(n, y);
     fill(*n);
@@ -268,7 +268,7 @@ Tensor stack(const std::vector<Tensor>& ts, int64_t dim) {
   return y;
 }
 static std::vector<Tensor> split_views(const char* name, const Tensor& x, std::vector<Tensor> parts, int64_t dim) {
-  if (!is_grad_enabled()) return parts;
+  if (!is_recording_enabled()) return parts;
   if (auto n = record_op(name, d_split, {&x})) {
     n->saved.dim = wrap_dim(dim, x.dim(), name);
     for (auto& p : parts) set_output(n, p);

@@ -27,10 +27,10 @@ void accumulate_into_grad(const Tensor& t, Tensor grad) {
   std::lock_guard<std::mutex> lock(m.mutex_);
   if (!m.grad_.defined()) {
     // Steal the buffer when the engine holds the only reference and no history must be kept.
-    bool stealable = !is_grad_enabled() && grad.impl_ptr().use_count() == 1 && get_meta(grad) == nullptr &&
+    bool stealable = !is_recording_enabled() && grad.impl_ptr().use_count() == 1 && get_meta(grad) == nullptr &&
                      grad.is_contiguous();
-    m.grad_ = stealable ? grad : (is_grad_enabled() ? grad : ops::clone(grad));
-  } else if (!is_grad_enabled()) {
+    m.grad_ = stealable ? grad : (is_recording_enabled() ? grad : ops::clone(grad));
+  } else if (!is_recording_enabled()) {
     ops::add_(m.grad_, grad);
   } else {
     m.grad_ = graft::add(m.grad_, grad);
@@ -38,7 +38,7 @@ void accumulate_into_grad(const Tensor& t, Tensor grad) {
 }
 
 bool AccumulateGrad::accumulate_directly(const std::function<void(Tensor& dest)>& add) {
-  if (is_grad_enabled() || has_pre_hooks() || has_post_hooks() || !task_runs_without_capture(this)) return false;
+  if (is_recording_enabled() || has_pre_hooks() || has_post_hooks() || !task_runs_without_capture(this)) return false;
   const Tensor& v = variable_;
   AutogradMeta* m = get_meta(v);
   if (m == nullptr || !m->leaf_hooks_.empty() || !m->post_accumulate_hooks_.empty()) return false;

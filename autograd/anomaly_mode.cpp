@@ -111,7 +111,7 @@ void set_detect_anomaly(bool enabled, bool check_nan) {
 }
 
 bool is_anomaly_enabled() { return t_enabled; }
-bool is_anomaly_check_nan_enabled() { return t_enabled && t_check_nan; }
+bool is_anomaly_check_nan_enabled() { return t_check_nan; }
 
 std::shared_ptr<const ForwardTrace> capture_forward_trace() {
   if (!t_enabled) return nullptr;

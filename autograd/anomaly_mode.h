@@ -11,8 +11,13 @@
 //    Function's backward, a checkpoint recomputation) is rethrown as graft::Error whose what()
 //    keeps the original message and adds the node's name and the forward call's stack.
 // 4. With check_nan, a floating output of a node containing NaN throws PyTorch's message
-//    ("Function 'MulBackward' returned nan values in its 0th output.").
-// The switch is thread-local like grad mode; backward reads it in the thread that runs it.
+//    ("Function 'MulBackward' returned nan values in its 0th output."). Only while anomaly mode
+//    is on: check_nan alone checks nothing.
+// 5. check_nan is a flag of its own, as torch.is_anomaly_check_nan_enabled(): true by default,
+//    set by every DetectAnomaly / set_detect_anomaly (whose check_nan defaults to true) and
+//    restored when a DetectAnomaly scope ends, whether anomaly mode is on or off.
+// The switch is thread-local like grad mode (API.md; PyTorch's is process-wide); backward reads it
+// in the thread that runs it.
 #include <memory>
 #include <string>
 #include <vector>
@@ -32,7 +37,7 @@ class DetectAnomaly {
 
 void set_detect_anomaly(bool enabled, bool check_nan = true);
 bool is_anomaly_enabled();
-bool is_anomaly_check_nan_enabled();
+bool is_anomaly_check_nan_enabled();  // invariant 5
 
 // The raw stack of the forward call that created a node (see invariant 2).
 struct ForwardTrace {

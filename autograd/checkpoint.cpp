@@ -316,6 +316,10 @@ Tensor unpack_placeholder(const Packed& p) {
 std::vector<Tensor> checkpoint(const std::function<std::vector<Tensor>(const std::vector<Tensor>&)>& fn,
                                const std::vector<Tensor>& inputs, CheckpointOptions options) {
   GRAFT_CHECK(fn != nullptr, "checkpoint: the function is empty");
+  // Nothing fn runs is recorded now (grad mode off, or InferenceMode), so no backward can ask for a
+  // recomputation: run it plainly, saving neither its inputs (an inference tensor cannot be saved)
+  // nor placeholders.
+  if (!is_recording_enabled()) return fn(inputs);
   auto f = std::make_shared<Frame>();
   f->fn = fn;
   f->opts = std::move(options);

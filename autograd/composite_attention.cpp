@@ -130,7 +130,7 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   const char* why_not = nullptr;
   if (dropout_p > 0)
     why_not = "dropout_p > 0";
-  else if (attn_mask.defined() && attn_mask.requires_grad() && is_grad_enabled())
+  else if (attn_mask.defined() && attn_mask.requires_grad() && is_recording_enabled())
     why_not = "an attn_mask that requires grad";
   else if (q.defined() && !has_flash_kernel(q.device()))
     why_not = "no fused kernel on this device";

@@ -11,7 +11,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   GRAFT_CHECK(a.defined() && b.defined(), "matmul: undefined tensor argument");
   GRAFT_CHECK(a.dim() >= 1 && b.dim() >= 1, "matmul: both arguments need at least 1 dimension, got shapes ",
               shape_str(a.sizes()), " and ", shape_str(b.sizes()));
-  bool needs_grad = is_grad_enabled() && (tensor_requires_grad(a) || tensor_requires_grad(b));
+  bool needs_grad = is_recording_enabled() && (tensor_requires_grad(a) || tensor_requires_grad(b));
   if (!needs_grad) return ops::matmul(a, b);  // one kernel call, no intermediate views
   int64_t da = a.dim(), db = b.dim();
   if (da == 1 && db == 1) {
@@ -52,7 +52,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
 }
 
 Tensor max_pool2d(const Tensor& in, const Shape& k, const Shape& s, const Shape& p, const Shape& d, bool c) {
-  bool needs_grad = is_grad_enabled() && tensor_requires_grad(in);
+  bool needs_grad = is_recording_enabled() && tensor_requires_grad(in);
   if (!needs_grad) return ops::max_pool2d(in, k, s, p, d, c);
   return graft::max_pool2d_with_indices(in, k, s, p, d, c)[0];
 }

@@ -148,7 +148,7 @@ Tensor validate_grad(const Node& producer, size_t index, Tensor grad, const Tens
 void add_to_buffer(variable_list& buf, size_t pos, Tensor grad) {
   if (!buf[pos].defined()) {
     buf[pos] = std::move(grad);
-  } else if (!is_grad_enabled() && buf[pos].impl_ptr().use_count() == 1 && get_meta(buf[pos]) == nullptr &&
+  } else if (!is_recording_enabled() && buf[pos].impl_ptr().use_count() == 1 && get_meta(buf[pos]) == nullptr &&
              buf[pos].sizes() == grad.sizes() && buf[pos].is_contiguous()) {
     ops::add_(buf[pos], grad);  // the buffer owns this tensor: accumulate without a new allocation
   } else {

@@ -74,7 +74,7 @@ variable_list CustomNode::apply(variable_list&& grads) {
   variable_list r;
   if (once_differentiable) {
     bool wrap = false;
-    if (is_grad_enabled())
+    if (is_recording_enabled())
       for (const auto& g : grads) wrap = wrap || (g.defined() && tensor_requires_grad(g));
     variable_list kept = wrap ? grads : variable_list{};
     {

@@ -101,7 +101,7 @@ struct Function {
     std::vector<Tensor> inputs;
     std::vector<bool> is_tensor;
     (detail::collect_tensor(inputs, is_tensor, args), ...);
-    bool record = is_grad_enabled();
+    bool record = is_recording_enabled();
     bool any = false;
     for (auto& t : inputs) any = any || (t.defined() && tensor_requires_grad(t));
     std::shared_ptr<CustomNode> node;

@@ -58,18 +58,6 @@ HookHandle Node::register_prehook(NodePreHook fn) {
   return emptying_handle(h);
 }
 
-std::shared_ptr<Node::PostHook> Node::add_post_hook(PostHook fn) {
-  auto h = std::make_shared<PostHook>(std::move(fn));
-  std::weak_ptr<PostHook> weak = h;
-  // The node owns the observer; the caller's pointer lets it empty the slot.
-  post_hooks_.push_back(std::make_shared<NodeHook>(
-      [h](const variable_list& in, const variable_list& out) -> std::optional<variable_list> {
-        if (*h) (*h)(in, out);
-        return std::nullopt;
-      }));
-  return h;
-}
-
 void Node::run_tensor_pre_hooks(variable_list& grads) {
   for (auto& [nr, hook] : pre_hooks_) {
     if (!hook->fn || nr >= grads.size()) continue;

@@ -107,9 +107,6 @@ class Node : public std::enable_shared_from_this<Node> {
   using NodePreHook = std::function<std::optional<variable_list>(const variable_list& grad_outputs)>;
   HookHandle register_hook(NodeHook fn);
   HookHandle register_prehook(NodePreHook fn);
-  // Observe-only post hook (kept for older code; register_hook is the general form).
-  using PostHook = std::function<void(const variable_list& grad_inputs, const variable_list& grad_outputs)>;
-  std::shared_ptr<PostHook> add_post_hook(PostHook fn);
 
   // Free-form per-node storage for user code (torch's Node.metadata).
   std::unordered_map<std::string, std::any>& metadata() { return metadata_; }

@@ -27,7 +27,7 @@ Tensor OpNode::unpack(const SavedVariable& slot) { return slot.unpack(shared_fro
 namespace detail {
 
 bool should_record(const Tensor* const* inputs, size_t n) {
-  if (!is_grad_enabled()) return false;
+  if (!is_recording_enabled()) return false;
   for (size_t i = 0; i < n; ++i) {
     const Tensor& t = *inputs[i];
     if (t.defined() && get_meta(t) && tensor_requires_grad(t)) return true;
@@ -36,7 +36,7 @@ bool should_record(const Tensor* const* inputs, size_t n) {
 }
 
 bool should_record(const std::vector<Tensor>& inputs) {
-  if (!is_grad_enabled()) return false;
+  if (!is_recording_enabled()) return false;
   for (const Tensor& t : inputs)
     if (t.defined() && get_meta(t) && tensor_requires_grad(t)) return true;
   return false;
@@ -71,7 +71,7 @@ void attach_inputs(OpNode& node, const std::vector<Tensor>& inputs) {
 void set_output(const std::shared_ptr<Node>& node, const Tensor& out) { set_history(out, node); }
 
 void check_inplace(const Tensor& self, const char* op) {
-  if (!is_grad_enabled()) return;
+  if (!is_recording_enabled()) return;
   AutogradMeta* m = get_meta(self);
   if (!m) return;
   GRAFT_CHECK(!(m->requires_grad_ && !m->grad_fn_), op,

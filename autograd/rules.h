@@ -18,7 +18,7 @@
 namespace graft::autograd::rules {
 
 // True while backward builds a higher-order graph.
-inline bool building_graph() { return is_grad_enabled(); }
+inline bool building_graph() { return is_recording_enabled(); }
 
 // Sorted, wrapped reduction dims (empty = all dims).
 inline Shape reduced_dims(const Shape& dims, int64_t ndim) {

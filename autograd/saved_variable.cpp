@@ -96,7 +96,7 @@ Tensor SavedVariable::unpack(const std::shared_ptr<Node>& node) const {
                 "saved tensors unpack hook: the unpack hook must return a tensor with the same shape, dtype and "
                 "device as the saved one: expected ",
                 meta_.str(), ", got ", describe(r));
-    if (!is_grad_enabled()) return r;
+    if (!is_recording_enabled()) return r;
     // The hook's result is data; the history is the one the tensor had when it was saved.
     std::shared_ptr<Node> acc = is_leaf_ ? grad_accumulator_.lock() : nullptr;
     if (!fn && !acc) return r;
@@ -120,7 +120,7 @@ Tensor SavedVariable::unpack(const std::shared_ptr<Node>& node) const {
                 " instead. Hint: the tensor was written in place after it was saved for backward; clone it before "
                 "the in-place op, or use AllowMutationOnSavedTensors.");
   }
-  if (!is_output_ || !fn || !is_grad_enabled()) return data_;
+  if (!is_output_ || !fn || !is_recording_enabled()) return data_;
   // create_graph: the output gets its node back so higher-order gradients flow through it.
   Tensor out = alias_without_history(data_);
   auto& m = ensure_meta(out);

@@ -56,7 +56,7 @@ Tensor as_strided_backward(const Tensor& grad, const Geometry& base, const Geome
 
 variable_list AsStridedBackward::apply(variable_list&& grads) {
   Tensor g = as_strided_backward(grads[0], base_, view_);
-  if (is_grad_enabled()) g = mark_not_twice_differentiable(g, "AsStrided", {&grads[0]});
+  if (is_recording_enabled()) g = mark_not_twice_differentiable(g, "AsStrided", {&grads[0]});
   return {g};
 }
 
@@ -75,7 +75,7 @@ variable_list CopySlices::apply(variable_list&& grads) {
       will_engine_execute_node(next_edges_[0].function))
     mark_node_needed(fn_->next_edges()[0].function);
   // Under create_graph every step is recorded, so the result is differentiable for higher orders.
-  bool record = is_grad_enabled();
+  bool record = is_recording_enabled();
   // The base's gradient, laid out like the base so the view's geometry addresses it.
   Tensor result = ops::empty_strided(base_.sizes, base_.strides, g.dtype(), g.device());
   int64_t shift = base_.offset;

@@ -961,7 +961,7 @@ def gen_wrapper_body(op: Op, types: Types, plan: RulePlan, call: str) -> list[st
         return out
     if op.view:
         out.append(f"  {ret} y = {call};")
-        out.append("  if (!is_grad_enabled()) return y;")
+        out.append("  if (!is_recording_enabled()) return y;")
         out.append(f"  if (auto n = record_op({node}, {rule}, {ins})) {{")
         if ret == "Tensor":
             out.append("    set_output(n, y);")

@@ -43,11 +43,6 @@ void MultiheadAttention::reset_parameters() {
   if (out_proj->bias.defined()) init::zeros_(out_proj->bias);
 }
 
-void MultiheadAttention::on_tensors_replaced() {
-  in_proj_weight = param("in_proj_weight");
-  in_proj_bias = param("in_proj_bias");
-}
-
 Tensor MultiheadAttention::forward(const Tensor& x) {
   MhaForwardOptions o;
   o.need_weights = false;

@@ -49,9 +49,6 @@ class MultiheadAttention : public Module {
   MultiheadAttentionOptions options;
   Tensor in_proj_weight, in_proj_bias;
   std::shared_ptr<Linear> out_proj;
-
- protected:
-  void on_tensors_replaced() override;
 };
 
 }  // namespace graft::nn

@@ -32,9 +32,4 @@ Tensor Conv2d::forward(const Tensor& input) {
   return graft::conv2d(input, weight, bias, stride.shape(), padding.shape(), dilation.shape(), groups);
 }
 
-void Conv2d::on_tensors_replaced() {
-  weight = param("weight");
-  bias = param("bias");
-}
-
 }  // namespace graft::nn

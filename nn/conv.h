@@ -20,9 +20,6 @@ class Conv2d : public Module {
   Size2 kernel_size, stride, padding, dilation;
   int64_t groups;
   Tensor weight, bias;
-
- protected:
-  void on_tensors_replaced() override;
 };
 
 }  // namespace graft::nn

@@ -29,6 +29,4 @@ Tensor Embedding::forward(const Tensor& indices) {
   return graft::embedding(weight, indices, padding_idx ? *padding_idx : -1);
 }
 
-void Embedding::on_tensors_replaced() { weight = param("weight"); }
-
 }  // namespace graft::nn

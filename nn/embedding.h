@@ -18,9 +18,6 @@ class Embedding : public Module {
   int64_t num_embeddings, embedding_dim;
   std::optional<int64_t> padding_idx;  // normalised to [0, num_embeddings)
   Tensor weight;
-
- protected:
-  void on_tensors_replaced() override;
 };
 
 }  // namespace graft::nn

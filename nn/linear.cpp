@@ -30,9 +30,4 @@ void Linear::reset_parameters() {
 
 Tensor Linear::forward(const Tensor& input) { return graft::linear(input, weight, bias); }
 
-void Linear::on_tensors_replaced() {
-  weight = param("weight");
-  bias = param("bias");
-}
-
 }  // namespace graft::nn

@@ -15,9 +15,6 @@ class Linear : public Module {
 
   int64_t in_features, out_features;
   Tensor weight, bias;  // bias undefined when bias=false
-
- protected:
-  void on_tensors_replaced() override;
 };
 
 }  // namespace graft::nn

@@ -3,6 +3,7 @@
 #include <functional>
 #include <sstream>
 
+#include "autograd/autograd_meta.h"
 #include "autograd/functional.h"
 #include "autograd/grad_mode.h"
 #include "runtime/shape.h"
@@ -24,20 +25,31 @@ void Module::check_new_name(const std::string& name) const {
     GRAFT_CHECK(c.first != name, this->name(), ": a submodule named '", name, "' is already registered");
 }
 
+namespace {
+
+// Whether `t` can take new data in place (Tensor::set_data): a leaf that is no autograd view.
+bool can_set_data(const Tensor& t) {
+  const autograd::AutogradMeta* m = autograd::get_meta(t);
+  return m == nullptr || (m->grad_fn_ == nullptr && !m->is_view_);
+}
+
+// Invariant 2: what a module stores can take to()'s data in place.
+Tensor storable(Tensor t) { return !t.defined() || can_set_data(t) ? t : t.detach(); }
+
+}  // namespace
+
 Tensor& Module::register_parameter(const std::string& name, Tensor tensor, bool requires_grad) {
   check_new_name(name);
-  if (tensor.defined()) {
-    // A parameter is a leaf of its own, never part of the graph it was computed in.
-    if (!tensor.is_leaf()) tensor = tensor.detach();
-    tensor.requires_grad_(requires_grad);
-  }
+  // A parameter is a leaf of its own, never part of the graph it was computed in.
+  tensor = storable(std::move(tensor));
+  if (tensor.defined()) tensor.requires_grad_(requires_grad);
   params_.push_back(std::make_unique<Slot>(Slot{name, std::move(tensor)}));
   return params_.back()->value;
 }
 
 Tensor& Module::register_buffer(const std::string& name, Tensor tensor) {
   check_new_name(name);
-  buffers_.push_back(std::make_unique<Slot>(Slot{name, std::move(tensor)}));
+  buffers_.push_back(std::make_unique<Slot>(Slot{name, storable(std::move(tensor))}));
   return buffers_.back()->value;
 }
 
@@ -55,18 +67,6 @@ void Module::replace_child(const std::string& name, std::shared_ptr<Module> modu
       return;
     }
   GRAFT_ERROR(this->name(), ": replace_module: no submodule named '", name, "'");
-}
-
-Tensor Module::param(const std::string& name) const {
-  for (const auto& s : params_)
-    if (s->name == name) return s->value;
-  return {};
-}
-
-Tensor Module::buffer(const std::string& name) const {
-  for (const auto& s : buffers_)
-    if (s->name == name) return s->value;
-  return {};
 }
 
 void Module::collect(const std::string& prefix, bool params, bool recurse, OrderedDict<Tensor>& out) const {
@@ -119,43 +119,46 @@ void Module::train(bool on) {
 }
 
 template <class F>
-void Module::replace_tensors(F&& convert) {
+void Module::convert_in_place(F&& convert) {
   NoGradGuard ng;
-  bool changed = false;
+  // Invariant 3. The converted data of t, or nothing when t has it already (a tensor met a second
+  // time through a module or tensor shared twice, or one that needs no change).
+  auto converted = [&](const Tensor& t) -> Tensor {
+    Tensor moved = convert(t.detach());
+    return moved.is_alias_of(t) && moved.dtype() == t.dtype() ? Tensor() : moved;
+  };
   for (auto& s : params_) {
     if (!s->value.defined()) continue;
-    Tensor moved = convert(s->value.detach());
-    if (moved.is_alias_of(s->value) && moved.dtype() == s->value.dtype()) continue;
-    // set_data, not a new tensor: an optimizer (or anyone) holding the parameter keeps training it.
+    if (Tensor d = converted(s->value); d.defined()) s->value.set_data(d);
     Tensor g = s->value.grad();
-    s->value.set_data(moved);
-    if (g.defined()) s->value.mutable_grad() = convert(g);
-    changed = true;
+    if (!g.defined()) continue;
+    if (Tensor d = converted(g); d.defined()) {
+      // A gradient with history (backward with create_graph) cannot take new data: it is replaced
+      // by its converted value, without the history.
+      if (can_set_data(g)) g.set_data(d);
+      else s->value.mutable_grad() = d;
+    }
   }
   for (auto& s : buffers_) {
     if (!s->value.defined()) continue;
-    Tensor moved = convert(s->value);
-    if (moved.is_alias_of(s->value) && moved.dtype() == s->value.dtype()) continue;
-    s->value = moved;
-    changed = true;
+    if (Tensor d = converted(s->value); d.defined()) s->value.set_data(d);
   }
-  if (changed) on_tensors_replaced();
 }
 
 void Module::to(Device device, bool non_blocking) {
-  replace_tensors([&](const Tensor& t) { return t.to(device, non_blocking); });
+  convert_in_place([&](const Tensor& t) { return t.to(device, non_blocking); });
   for (auto& c : children_) c.second->to(device, non_blocking);
 }
 
 void Module::to(DType dtype) {
-  replace_tensors([&](const Tensor& t) {
+  convert_in_place([&](const Tensor& t) {
     return is_floating(t.dtype()) ? t.to(dtype) : t;
   });
   for (auto& c : children_) c.second->to(dtype);
 }
 
 void Module::to(MemoryFormat f) {
-  replace_tensors([&](const Tensor& t) {
+  convert_in_place([&](const Tensor& t) {
     bool convert = t.dim() == 4 && is_floating(t.dtype()) && f != MemoryFormat::Preserve && t.suggest_memory_format() != f;
     return convert ? t.clone(f) : t;
   });

@@ -2,9 +2,20 @@
 // nn::Module: the base of every layer, shaped like libtorch's torch::nn::Module.
 //
 // A module owns named parameters, buffers and child modules, in registration order. Names are
-// dotted paths ("0.weight", "fc1.bias"). Parameters and buffers are stored in stable slots; a
-// subclass keeps its own Tensor members (weight, bias, ...) as handles to the same tensors, and
-// refreshes them in `on_tensors_replaced()` after `to()` swaps a slot for a moved tensor.
+// dotted paths ("0.weight", "fc1.bias").
+//
+// Invariants:
+// 1. A registered parameter or buffer is one tensor for the module's whole life: a subclass keeps
+//    its own Tensor members (weight, bias, running_mean, ...) as handles to exactly the tensors
+//    registration returned, and the module never replaces them.
+// 2. Each stored tensor can take new data in place: registration stores a tensor with history, or
+//    an autograd view of another tensor, detached (a tensor of its own on the same storage).
+// 3. to() changes data, never tensors: each parameter, each buffer and each parameter's .grad takes
+//    the converted data in place (Tensor::set_data, as libtorch's Module::to; .grad as PyTorch's
+//    Module._apply), keeping identity and autograd state. So every handle, wherever it is kept (a
+//    member, an optimizer, a second module sharing the tensor, the caller), sees the new device,
+//    dtype or layout, and no module needs code of its own around to(). A view taken of a parameter
+//    before to() keeps the old data: take views in forward, as the modules here do.
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -171,7 +182,7 @@ class Module : public std::enable_shared_from_this<Module> {
   void eval() { train(false); }
   bool is_training() const { return training_; }
 
-  // ---- device / dtype: parameters (and their grads) and buffers move; parameters stay leaves ----
+  // ---- device / dtype / layout: parameters, their grads and buffers change in place (invariant 3) ----
   virtual void to(Device device, bool non_blocking = false);
   // Casts floating parameters and buffers (integral buffers such as counters are kept).
   virtual void to(DType dtype);
@@ -191,12 +202,6 @@ class Module : public std::enable_shared_from_this<Module> {
   void load_state_dict(const StateDict& dict, bool strict = true);
 
  protected:
-  // Called after to() replaced slot tensors: subclasses re-read their Tensor members here.
-  virtual void on_tensors_replaced() {}
-  // The stored parameter / buffer named `name` of this module (undefined when not registered).
-  Tensor param(const std::string& name) const;
-  Tensor buffer(const std::string& name) const;
-
   bool training_ = true;
 
  private:
@@ -209,7 +214,7 @@ class Module : public std::enable_shared_from_this<Module> {
   void check_new_name(const std::string& name) const;
   void collect(const std::string& prefix, bool params, bool recurse, OrderedDict<Tensor>& out) const;
   template <class F>
-  void replace_tensors(F&& convert);
+  void convert_in_place(F&& convert);
 
   std::vector<std::unique_ptr<Slot>> params_, buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;

@@ -89,7 +89,7 @@ Tensor Module::operator()(const Tensor& input) {
   bool any_backward_hook = false;
   for (auto& h : backward_hooks_) any_backward_hook = any_backward_hook || static_cast<bool>(*h);
   std::shared_ptr<CallState> st;
-  if (any_backward_hook && autograd::is_grad_enabled()) {
+  if (any_backward_hook && autograd::is_recording_enabled()) {
     st = std::make_shared<CallState>();
     st->owner = weak_from_this().lock();
     st->module = this;

@@ -26,11 +26,6 @@ Tensor LayerNorm::forward(const Tensor& input) {
   return graft::layer_norm(input, normalized_shape, weight, bias, eps);
 }
 
-void LayerNorm::on_tensors_replaced() {
-  weight = param("weight");
-  bias = param("bias");
-}
-
 BatchNorm2d::BatchNorm2d(int64_t c, double eps_, double momentum_, bool affine_, bool track)
     : num_features(c), eps(eps_), momentum(momentum_), affine(affine_), track_running_stats(track) {
   if (affine) {
@@ -92,14 +87,6 @@ Tensor BatchNorm2d::forward(const Tensor& x) {
   Tensor y = (x - mean) * graft::rsqrt(var + eps);
   if (affine) y = y * weight.view(bshape) + bias.view(bshape);
   return y;
-}
-
-void BatchNorm2d::on_tensors_replaced() {
-  weight = param("weight");
-  bias = param("bias");
-  running_mean = buffer("running_mean");
-  running_var = buffer("running_var");
-  num_batches_tracked = buffer("num_batches_tracked");
 }
 
 }  // namespace graft::nn

@@ -18,9 +18,6 @@ class LayerNorm : public Module {
   double eps;
   bool elementwise_affine;
   Tensor weight, bias;
-
- protected:
-  void on_tensors_replaced() override;
 };
 
 // Normalises [N, C, H, W] over {0, 2, 3}. Training: batch statistics (biased variance) normalise,
@@ -40,9 +37,6 @@ class BatchNorm2d : public Module {
   bool affine, track_running_stats;
   Tensor weight, bias;                                       // [C] when affine
   Tensor running_mean, running_var, num_batches_tracked;     // when track_running_stats
-
- protected:
-  void on_tensors_replaced() override;
 };
 
 }  // namespace graft::nn

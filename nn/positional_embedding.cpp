@@ -21,6 +21,4 @@ Tensor PositionalEmbedding::forward(const Tensor& x) {
   return x + (L == max_positions ? weight : weight.narrow(0, 0, L));
 }
 
-void PositionalEmbedding::on_tensors_replaced() { weight = param("weight"); }
-
 }  // namespace graft::nn

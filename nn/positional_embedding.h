@@ -18,9 +18,6 @@ class PositionalEmbedding : public Module {
   int64_t max_positions, embedding_dim;
   double init_std;
   Tensor weight;
-
- protected:
-  void on_tensors_replaced() override;
 };
 
 }  // namespace graft::nn

@@ -25,8 +25,6 @@ VisionTransformer::VisionTransformer(VisionTransformerOptions o) : options(o) {
   head = register_module("head", std::make_shared<Linear>(o.dim, o.num_classes));
 }
 
-void VisionTransformer::on_tensors_replaced() { cls_token = param("cls_token"); }
-
 Tensor VisionTransformer::embed(const Tensor& images) {
   Tensor p = (*patch_embed)(images);  // [N, P, D]
   Tensor cls = cls_token.expand({p.size(0), 1, options.dim});

@@ -50,9 +50,6 @@ class VisionTransformer : public Module {
   std::shared_ptr<TransformerEncoder> encoder;
   std::shared_ptr<LayerNorm> norm;
   std::shared_ptr<Linear> head;
-
- protected:
-  void on_tensors_replaced() override;
 };
 
 }  // namespace graft::nn

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU check, in two halves (see issue 8 and /work/.library/device/README.md):
+# The GPU check, in two halves (see issue 8 and the device machine's notes):
 #
 #   tools/gpu_check.sh          HERE (no GPU needed): builds a release tree with CUDA, collects the
 #                               CUDA test binaries, tools/graft and the non-system shared libraries
@@ -181,9 +181,10 @@ run_checks() {
   local out=${OUT:-$PWD/gpu_check_out}
   mkdir -p "$out"
   [ -f "$TARBALL" ] || { echo "gpu_check: $TARBALL is missing: carry $BUNDLE (run tools/gpu_check.sh here first)" >&2; exit 1; }
-  local b=/tmp/graft_gpu_bundle
-  rm -rf "$b"
-  mkdir -p "$b"
+  # A fresh directory per run, removed at exit.
+  BUNDLE_DIR=$(mktemp -d "${TMPDIR:-/tmp}/graft_gpu_bundle.XXXXXX") || exit 1
+  trap 'rm -rf "$BUNDLE_DIR"' EXIT
+  local b=$BUNDLE_DIR
   if ! tar -C "$b" -xJf "$TARBALL" 2>/dev/null; then
     python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "$TARBALL" "$b" || exit 1
   fi

@@ -117,3 +117,29 @@ TEST_CASE("an error raised inside a built-in rule (a freed saved tensor) carries
                       Catch::Contains("Error detected in SigmoidBackward") &&
                       Catch::Contains("test_anomaly_mode.cpp:"));
 }
+
+TEST_CASE("is_anomaly_check_nan_enabled gives PyTorch's values: true by default, after a scope ends and after switching off") {
+  // torch.is_anomaly_check_nan_enabled() reads the check_nan flag alone, whether or not anomaly mode
+  // is on; set_detect_anomaly's check_nan defaults to true and detect_anomaly restores the old one.
+  CHECK_FALSE(is_anomaly_enabled());
+  CHECK(is_anomaly_check_nan_enabled());
+  {
+    DetectAnomaly anomaly(/*check_nan=*/false);
+    CHECK(is_anomaly_enabled());
+    CHECK_FALSE(is_anomaly_check_nan_enabled());
+  }
+  CHECK_FALSE(is_anomaly_enabled());
+  CHECK(is_anomaly_check_nan_enabled());
+  set_detect_anomaly(true, /*check_nan=*/false);
+  CHECK_FALSE(is_anomaly_check_nan_enabled());
+  set_detect_anomaly(false);
+  CHECK_FALSE(is_anomaly_enabled());
+  CHECK(is_anomaly_check_nan_enabled());
+  set_detect_anomaly(false, /*check_nan=*/false);
+  CHECK_FALSE(is_anomaly_check_nan_enabled());
+  set_detect_anomaly(false);
+  // The flag alone checks nothing: with anomaly mode off a NaN gradient goes through.
+  Tensor x = tensor({-1.0}, dtype(kFloat64)).requires_grad_();
+  x.sqrt().sum().backward();
+  CHECK(std::isnan(x.grad().to_vector<double>()[0]));
+}

@@ -240,3 +240,210 @@ TEST_CASE("Module::zero_grad sets grads to none or zeroes them") {
   net.zero_grad();
   for (auto& p : net.parameters()) CHECK_FALSE(p.grad().defined());
 }
+
+namespace {
+
+// A module with no code of its own around to(): it keeps member handles to what it registered.
+struct Holder : nn::Module {
+  Holder() {
+    w = register_parameter("w", randn({2, 3, 2, 2}));
+    stat = register_buffer("stat", zeros({3}));
+    count = register_buffer("count", zeros({}, dtype(kInt64)));
+  }
+  Tensor w, stat, count;
+};
+
+// Each member handle is the very tensor registered under that name (parameter or buffer).
+void check_members(const nn::Module& m, const std::vector<std::pair<std::string, Tensor>>& members) {
+  auto params = m.named_parameters();
+  auto buffers = m.named_buffers();
+  for (const auto& [name, member] : members) {
+    INFO(m.name() << " member " << name);
+    const Tensor* registered = params.find(name);
+    if (!registered) registered = buffers.find(name);
+    REQUIRE(registered);
+    CHECK(registered->is_same(member));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("Module::to converts parameters, buffers and gradients in place: every handle to them sees the new data") {
+  Holder m;
+  (m.w * m.w).sum().backward();
+  Tensor w = m.w, stat = m.stat, count = m.count, grad = m.w.grad();  // handles kept outside the module
+  m.to(kFloat64);
+  CHECK(w.dtype() == kFloat64);
+  CHECK(stat.dtype() == kFloat64);
+  CHECK(count.dtype() == kInt64);  // integral buffers keep their dtype
+  // PyTorch's Module._apply converts .grad too, in place (param.grad.data = fn(param.grad)).
+  CHECK(grad.dtype() == kFloat64);
+  CHECK(m.w.grad().is_same(grad));
+  check_members(m, {{"w", w}, {"stat", stat}, {"count", count}});
+  CHECK(w.is_leaf());
+  CHECK(w.requires_grad());
+
+  m.to(MemoryFormat::ChannelsLast);
+  CHECK(w.is_contiguous(MemoryFormat::ChannelsLast));
+  CHECK(grad.is_contiguous(MemoryFormat::ChannelsLast));
+  CHECK(m.w.grad().is_same(grad));
+  check_members(m, {{"w", w}, {"stat", stat}, {"count", count}});
+
+  // A buffer carries on as the module's state: an in-place update through the member is the
+  // registered buffer's, and so the state dict's.
+  {
+    NoGradGuard ng;
+    m.stat.add_(1);
+  }
+  CHECK(m.state_dict()["stat"].is_same(stat));
+  CHECK(m.state_dict()["stat"].to_vector<double>() == std::vector<double>{1, 1, 1});
+
+  // A gradient with history (backward with create_graph) has no data to swap; it is converted
+  // and replaced, without its history.
+  m.w.mutable_grad() = Tensor();
+  (m.w * m.w).sum().backward({}, std::nullopt, /*create_graph=*/true);
+  REQUIRE(m.w.grad().grad_fn() != nullptr);
+  m.to(kFloat32);
+  CHECK(m.w.grad().dtype() == kFloat32);
+  CHECK(m.w.grad().grad_fn() == nullptr);
+  CHECK(w.dtype() == kFloat32);
+}
+
+TEST_CASE("Module::to keeps a tensor shared by two modules shared, buffers included") {
+  auto a = std::make_shared<Holder>();
+  auto b = std::make_shared<nn::Module>();
+  Tensor tied_w = b->register_parameter("w", a->w);
+  Tensor tied_stat = b->register_buffer("stat", a->stat);
+  nn::Sequential both;
+  both.push_back(a);
+  both.push_back(b);
+  both.to(kFloat64);
+  CHECK(tied_w.is_same(a->w));
+  CHECK(tied_stat.is_same(a->stat));
+  CHECK(a->stat.dtype() == kFloat64);
+  CHECK(both.named_buffers()["1.stat"].is_same(a->stat));
+}
+
+TEST_CASE("a buffer or parameter registered as a view of another tensor is stored as a tensor of its own that to() converts") {
+  Tensor big = zeros({4, 3});
+  nn::Module m;
+  Tensor row = m.register_buffer("row", big.select(0, 1));
+  Tensor cols = m.register_parameter("cols", big.slice(1, 0, 2));
+  m.to(kFloat64);
+  CHECK(row.dtype() == kFloat64);
+  CHECK(cols.dtype() == kFloat64);
+  CHECK(m.named_buffers()["row"].is_same(row));
+  CHECK(m.named_parameters()["cols"].is_same(cols));
+  CHECK(big.dtype() == kFloat32);  // the tensor it was a view of is not the module's
+}
+
+namespace {
+
+// One of each module that keeps handles to its tensors in members.
+struct Zoo : nn::Module {
+  Zoo() {
+    conv = register_module("conv", std::make_shared<nn::Conv2d>(2, 2, nn::Size2(3), nn::Size2(1), nn::Size2(1)));
+    bn = register_module("bn", std::make_shared<nn::BatchNorm2d>(2));
+    emb = register_module("emb", std::make_shared<nn::Embedding>(5, 4));
+    pos = register_module("pos", std::make_shared<nn::PositionalEmbedding>(3, 4));
+    ln = register_module("ln", std::make_shared<nn::LayerNorm>(Shape{4}));
+    lin = register_module("lin", std::make_shared<nn::Linear>(4, 1));
+    vit = register_module("vit", std::make_shared<nn::VisionTransformer>(nn::VisionTransformerOptions{
+                                     .image_size = 8, .in_channels = 2, .patch_size = 4, .num_classes = 1,
+                                     .dim = 8, .depth = 2, .heads = 2, .mlp_dim = 16}));
+  }
+  // images [N, 2, 8, 8], tokens [N, 3] -> [N]
+  Tensor forward2(const Tensor& images, const Tensor& tokens) {
+    Tensor a = (*bn)((*conv)(images)).relu();
+    Tensor b = (*lin)((*ln)((*pos)((*emb)(tokens)))).sum({1, 2});
+    return (*vit)(a).sum({1}) + b;
+  }
+  void check_all_members() const {
+    check_members(*conv, {{"weight", conv->weight}, {"bias", conv->bias}});
+    check_members(*bn, {{"weight", bn->weight}, {"bias", bn->bias}, {"running_mean", bn->running_mean},
+                        {"running_var", bn->running_var}, {"num_batches_tracked", bn->num_batches_tracked}});
+    check_members(*emb, {{"weight", emb->weight}});
+    check_members(*pos, {{"weight", pos->weight}});
+    check_members(*ln, {{"weight", ln->weight}, {"bias", ln->bias}});
+    check_members(*lin, {{"weight", lin->weight}, {"bias", lin->bias}});
+    check_members(*vit, {{"cls_token", vit->cls_token}});
+    for (const auto& layer : vit->encoder->layers)
+      check_members(*layer->self_attn, {{"in_proj_weight", layer->self_attn->in_proj_weight},
+                                        {"in_proj_bias", layer->self_attn->in_proj_bias}});
+  }
+  std::shared_ptr<nn::Conv2d> conv;
+  std::shared_ptr<nn::BatchNorm2d> bn;
+  std::shared_ptr<nn::Embedding> emb;
+  std::shared_ptr<nn::PositionalEmbedding> pos;
+  std::shared_ptr<nn::LayerNorm> ln;
+  std::shared_ptr<nn::Linear> lin;
+  std::shared_ptr<nn::VisionTransformer> vit;
+};
+
+double max_diff(const Tensor& a, const Tensor& b) { return (a.to(kFloat64) - b.to(kFloat64)).abs().max().item<double>(); }
+
+}  // namespace
+
+TEST_CASE("after to(kFloat64) and to(ChannelsLast) every module's members are its registered tensors and training moves what forward reads") {
+  manual_seed(0);
+  auto zoo = std::make_shared<Zoo>();
+  auto stages = zoo->vit->stages();  // shares the ViT's tensors; made before to()
+  std::vector<Tensor> before_to = zoo->parameters();
+  optim::AdamW opt(zoo->parameters(), 1e-2);  // built before to()
+  zoo->to(kFloat64);
+  zoo->to(MemoryFormat::ChannelsLast);
+  zoo->check_all_members();
+  std::vector<Tensor> after_to = zoo->parameters();
+  REQUIRE(after_to.size() == before_to.size());
+  for (size_t i = 0; i < after_to.size(); ++i) {
+    CHECK(after_to[i].is_same(before_to[i]));
+    CHECK(after_to[i].dtype() == kFloat64);
+    CHECK(opt.parameters()[i].is_same(after_to[i]));
+  }
+  CHECK(zoo->conv->weight.is_contiguous(MemoryFormat::ChannelsLast));
+  CHECK(zoo->vit->patch_embed->proj->weight.is_contiguous(MemoryFormat::ChannelsLast));
+  CHECK(zoo->bn->running_mean.dtype() == kFloat64);
+  CHECK(zoo->bn->num_batches_tracked.dtype() == kInt64);
+
+  Tensor images = randn({2, 2, 8, 8}, dtype(kFloat64)).contiguous(MemoryFormat::ChannelsLast);
+  Tensor tokens = tensor({0, 1, 2, 4, 3, 0}, dtype(kInt64)).view({2, 3});
+  // The ViT's stages, made before to(), compute with the converted tensors.
+  zoo->eval();
+  Tensor feats = ((*zoo->bn)((*zoo->conv)(images))).relu();
+  CHECK(max_diff((*stages)(feats), zoo->vit->forward(feats)) < 1e-12);
+  zoo->train();
+
+  std::vector<Tensor> values;
+  for (const Tensor& p : zoo->parameters()) values.push_back(p.detach().clone());
+  Tensor out = zoo->forward2(images, tokens);
+  CHECK(out.dtype() == kFloat64);
+  out.sum().backward();
+  opt.step();
+  // Every parameter forward read got a float64 gradient and was moved by the optimizer.
+  std::vector<Tensor> now = zoo->parameters();
+  for (size_t i = 0; i < now.size(); ++i) {
+    INFO(zoo->named_parameters().keys()[i]);
+    REQUIRE(now[i].grad().defined());
+    CHECK(now[i].grad().dtype() == kFloat64);
+    CHECK(max_diff(now[i], values[i]) > 0);
+  }
+  // BatchNorm's statistics went into the registered buffers.
+  CHECK(zoo->bn->num_batches_tracked.item<int64_t>() == 1);
+  CHECK(zoo->named_buffers()["bn.running_mean"].is_same(zoo->bn->running_mean));
+  CHECK(zoo->bn->running_mean.abs().max().item<double>() > 0);
+
+  // The state dict holds the members; loading a float32 model's state keeps dtype, layout and identity.
+  nn::StateDict sd = zoo->state_dict();
+  CHECK(sd["vit.cls_token"].is_same(zoo->vit->cls_token));
+  CHECK(sd["bn.running_var"].is_same(zoo->bn->running_var));
+  Zoo fresh;
+  zoo->load_state_dict(fresh.state_dict());
+  zoo->check_all_members();
+  CHECK(zoo->conv->weight.dtype() == kFloat64);
+  CHECK(zoo->conv->weight.is_contiguous(MemoryFormat::ChannelsLast));
+  CHECK(max_diff(zoo->conv->weight, fresh.conv->weight) == 0);
+  CHECK(max_diff(zoo->bn->running_mean, fresh.bn->running_mean) == 0);
+  // ...and a float32 model loads the float64 one's state.
+  fresh.load_state_dict(sd);
+  CHECK(max_diff(fresh.vit->cls_token, zoo->vit->cls_token) == 0);
+}

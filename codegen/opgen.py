@@ -598,7 +598,9 @@ def has_device_kernel(op: Op, device: str) -> bool:
     if not op.registered:
         return False
     if device == "cuda":
-        return op.cuda is None
+        # An "any" kernel is registered for every device by the ops layer, so a build without
+        # the CUDA backend (or a fake CUDA device in the tests) still has views and splits.
+        return op.cuda is None and not op.kernel.startswith("any ")
     return True
 
 
@@ -689,8 +691,11 @@ def gen_registration(ops: list[Op], types: Types, device: str) -> str:
         if not has_device_kernel(op, device):
             continue
         fn = kernel_fn(op, device) if not op.elementwise else f"{op.stem}_{device}"
-        qual = f"::graft::kernels::{fn}" if op.kernel.startswith("any ") else fn
-        out.append(f"GRAFT_KERNEL({cpp_str(op.full_name)}, {DEV}, {qual});")
+        if op.kernel.startswith("any "):
+            for dev in ("CPU", "CUDA"):  # every DeviceType: metadata-only or device-generic
+                out.append(f"GRAFT_KERNEL({cpp_str(op.full_name)}, {dev}, ::graft::kernels::{fn});")
+            continue
+        out.append(f"GRAFT_KERNEL({cpp_str(op.full_name)}, {DEV}, {fn});")
     out.append(f"\n}}  // namespace graft::{ns}")
     return "\n".join(out) + "\n"
 

@@ -1,8 +1,7 @@
 // The autograd graph features on CUDA tensors: SaveOnCpu with pinned memory, checkpointing (with
 // RNG replay), mixed-device errors, the allocator's statistics and empty_cache, and `graft train
-// --device cuda` end to end. Needs a GPU: without one the executable exits with 77, which meson
-// reports as SKIPPED (Catch2 v2 has no SKIP macro), so this file has its own main.
-#define CATCH_CONFIG_RUNNER
+// --device cuda` end to end. Needs a GPU: linked with tests/support/gpu_main.cpp, which exits with
+// 77 (meson's SKIPPED) without one.
 #include <catch2/catch.hpp>
 #include <unistd.h>
 #include <zlib.h>
@@ -12,7 +11,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <iostream>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -369,12 +367,4 @@ TEST_CASE("graft train --device cuda runs 200 steps and the loss goes down") {
     CHECK(std::stod(acc) > 50.0);
   }
   std::filesystem::remove_all(dir);
-}
-
-int main(int argc, char* argv[]) {
-  if (!cuda_is_available()) {
-    std::cout << "no CUDA device: skipped\n";
-    return 77;
-  }
-  return Catch::Session().run(argc, argv);
 }

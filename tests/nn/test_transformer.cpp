@@ -11,17 +11,16 @@
 
 #include "graft.h"
 #include "support/check_close.h"
+#include "support/fixtures.h"
 
 using namespace graft;
 using graft::test::check_close;
+using graft::test::safetensors_fixture;
 using graft::test::Tolerance;
 
 namespace {
 
-std::map<std::string, Tensor>& fixture() {
-  static std::map<std::string, Tensor> f = nn::load_safetensors(GRAFT_TEST_DATA_DIR "/transformer_fixture.safetensors");
-  return f;
-}
+const std::map<std::string, Tensor>& fixture() { return safetensors_fixture("transformer_fixture.safetensors"); }
 const Tensor& fx(const std::string& name) { return fixture().at(name); }
 
 // The entries under "prefix." with the prefix removed, as a state dict.

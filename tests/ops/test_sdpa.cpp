@@ -11,9 +11,11 @@
 
 #include "graft.h"
 #include "support/check_close.h"
+#include "support/fixtures.h"
 
 using namespace graft;
 using graft::test::check_close;
+using graft::test::safetensors_fixture;
 using graft::test::Tolerance;
 
 namespace {
@@ -44,11 +46,6 @@ void check_same(const Result& a, const Result& b, double tol,
   check_close(a.dq, b.dq, within, where);
   check_close(a.dk, b.dk, within, where);
   check_close(a.dv, b.dv, within, where);
-}
-
-std::map<std::string, Tensor>& fixture() {
-  static std::map<std::string, Tensor> f = nn::load_safetensors(GRAFT_TEST_DATA_DIR "/transformer_fixture.safetensors");
-  return f;
 }
 
 }  // namespace
@@ -106,7 +103,7 @@ TEST_CASE("fused attention reads broadcast batches and non-contiguous inputs wit
 }
 
 TEST_CASE("scaled_dot_product_attention gives PyTorch 2.15's values") {
-  auto& f = fixture();
+  auto& f = safetensors_fixture("transformer_fixture.safetensors");
   const Tolerance pytorch{.rtol = 0, .atol = 1e-5};
   Tensor q = f.at("sdpa.q"), k = f.at("sdpa.k"), v = f.at("sdpa.v");
   for (SdpaBackend backend : {SdpaBackend::Flash, SdpaBackend::Math}) {

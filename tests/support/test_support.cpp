@@ -2,15 +2,19 @@
 // check_close that passed everything would weaken them all.
 #include <catch2/catch.hpp>
 
+#include <filesystem>
 #include <limits>
 #include <string>
 
 #include "graft.h"
 #include "support/check_close.h"
+#include "support/fixtures.h"
+#include "support/temp_dir.h"
 
 using namespace graft;
 using namespace graft::test;
 using Catch::Matchers::Contains;
+namespace fs = std::filesystem;
 
 namespace {
 const double kNaN = std::numeric_limits<double>::quiet_NaN();
@@ -66,4 +70,29 @@ TEST_CASE("check_close matches infinities exactly and NaN only with equal_nan") 
 
 TEST_CASE("a check_close that does not hold fails the test case", "[!shouldfail]") {
   check_close(f64({1, 2}, {2}), {1, 3});
+}
+
+TEST_CASE("TempDir makes a fresh directory per object and removes it, also when read-only") {
+  std::string kept;
+  {
+    TempDir a("support"), b("support");
+    CHECK(a.path() != b.path());
+    CHECK(fs::is_directory(a.path()));
+    CHECK_THAT(a.path(), Contains("graft-support-"));
+    write_file(a.file("x"), "bytes");
+    fs::create_directory(a.file("sub"));
+    CHECK(a.entries() == 2);
+    CHECK(read_file(a.file("x")) == "bytes");
+    fs::permissions(a.path(), fs::perms::owner_read | fs::perms::owner_exec);
+    kept = a.path();
+  }
+  CHECK_FALSE(fs::exists(kept));
+  CHECK_THROWS_WITH(read_file(kept + "/x"), Contains("cannot open"));
+}
+
+TEST_CASE("the fixture readers find the committed data") {
+  CHECK(fs::exists(fixture_path("transformer_fixture.safetensors")));
+  const auto& f = safetensors_fixture("transformer_fixture.safetensors");
+  CHECK(&f == &safetensors_fixture("transformer_fixture.safetensors"));  // read once
+  CHECK(f.count("sdpa.q") == 1);
 }

@@ -1,14 +1,17 @@
 // The test harness itself (tests/support/): every other test's assertions go through it, so a
-// check_close that passed everything would weaken them all.
+// check_close that passed everything, or a runner that missed an exit code, would weaken them all.
 #include <catch2/catch.hpp>
 
+#include <chrono>
 #include <filesystem>
 #include <limits>
 #include <string>
 
 #include "graft.h"
+#include "nn/idx_reader.h"
 #include "support/check_close.h"
 #include "support/fixtures.h"
+#include "support/process.h"
 #include "support/temp_dir.h"
 
 using namespace graft;
@@ -90,9 +93,37 @@ TEST_CASE("TempDir makes a fresh directory per object and removes it, also when 
   CHECK_THROWS_WITH(read_file(kept + "/x"), Contains("cannot open"));
 }
 
-TEST_CASE("the fixture readers find the committed data") {
+TEST_CASE("run_process captures stdout, stderr and the exit code") {
+  ProcessResult r = run_process("echo out; echo err >&2; exit 3");
+  CHECK(r.exit_code == 3);
+  CHECK(r.out == "out\n");
+  CHECK(r.err == "err\n");
+  CHECK_FALSE(r.timed_out);
+  r = run_process("echo out; echo err >&2", {.merge_stderr = true});
+  CHECK(r.exit_code == 0);
+  CHECK(r.out == "out\nerr\n");
+  CHECK(r.err.empty());
+  CHECK(run_process("kill -9 $$").exit_code == 128 + 9);
+}
+
+TEST_CASE("run_process kills a child that overruns its time and fails the test", "[!shouldfail]") {
+  auto start = std::chrono::steady_clock::now();
+  ProcessResult r = run_process("sleep 30", {.timeout_s = 0.3});
+  CHECK(r.timed_out);
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(10));
+}
+
+TEST_CASE("the fixture readers find the committed data and write the synthetic data set") {
   CHECK(fs::exists(fixture_path("transformer_fixture.safetensors")));
   const auto& f = safetensors_fixture("transformer_fixture.safetensors");
   CHECK(&f == &safetensors_fixture("transformer_fixture.safetensors"));  // read once
   CHECK(f.count("sdpa.q") == 1);
+  TempDir dir("support");
+  write_square_data_set(dir.path(), 12, 3);
+  CHECK(data::load_idx_labels(dir.file("t10k-labels-idx1-ubyte.gz")).sizes() == Shape{3});
+  Tensor images = data::load_idx_images(dir.file("train-images-idx3-ubyte.gz"));
+  CHECK(images.sizes() == Shape{12, 28, 28});
+  CHECK(data::load_idx_labels(dir.file("train-labels-idx1-ubyte.gz")).to_vector<int64_t>() ==
+        std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 0, 1});
+  CHECK(images.select(0, 11).select(0, 3).select(0, 7).item<float>() == 1.0f);  // class 1's square
 }

@@ -19,11 +19,11 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 
 # Build outputs that the device machine needs, relative to the build directory.
-BINARIES=(tools/graft tests/cuda/cuda_test_cuda_op_coverage tests/cuda/cuda_test_cuda_vs_cpu
-          tests/cuda/cuda_test_cuda_graph_features tests/cuda/cuda_test_caching_allocator
+BINARIES=(tools/graft tests/cuda_test_cuda_op_coverage tests/cuda_test_cuda_vs_cpu
+          tests/cuda_test_cuda_graph_features tests/cuda_test_caching_allocator
           tests/autograd_test_save_on_cpu_cuda)
 # Built only when dist/ found MPI and the CUDA build found NCCL; bundled when the build has it.
-NCCL_TEST=tests/dist/nccl/dist_test_nccl_world1
+NCCL_TEST=tests/dist_test_nccl_world1
 BUNDLE=gpu_bundle
 TARBALL=$BUNDLE/graft_gpu.tar.xz
 

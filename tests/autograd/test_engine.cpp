@@ -5,8 +5,10 @@
 #include <thread>
 
 #include "graft.h"
+#include "support/check_close.h"
 
 using namespace graft;
+using graft::test::check_close;
 using namespace graft::autograd;
 
 namespace {
@@ -321,16 +323,6 @@ TEST_CASE("destroying a hook handle does not remove the hook") {
   CHECK(calls == 1);
 }
 
-namespace {
-bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol) {
-  std::vector<float> x = a.contiguous().to_vector<float>(), y = b.contiguous().to_vector<float>();
-  if (x.size() != y.size()) return false;
-  for (size_t i = 0; i < x.size(); ++i)
-    if (std::fabs(x[i] - y[i]) > atol + rtol * std::fabs(y[i])) return false;
-  return true;
-}
-}  // namespace
-
 TEST_CASE("a weight's gradient is added straight into an existing .grad, without a weight-sized temporary") {
   const int64_t n = 512;  // weight 512 x 512 float32 = 1 MiB
   Tensor w = (randn({n, n}) * 0.05).requires_grad_();
@@ -344,7 +336,7 @@ TEST_CASE("a weight's gradient is added straight into an existing .grad, without
   };
   step();  // first backward: .grad is created (the product's buffer is stolen)
   Tensor g1 = w.grad().clone();
-  CHECK(allclose(g1, expected_grad(), 1e-5, 1e-6));
+  check_close(g1, expected_grad(), {.rtol = 1e-5, .atol = 1e-6});
 
   int64_t base = memory_stats(kCPU).allocated_bytes;
   reset_peak_memory_stats(kCPU);
@@ -354,23 +346,23 @@ TEST_CASE("a weight's gradient is added straight into an existing .grad, without
   INFO("peak above the step's start " << peak << " bytes");
   CHECK(peak < n * n * 4);
   CHECK(w.grad().is_same(grad_before));
-  CHECK(allclose(w.grad(), g1 * 2, 1e-5, 1e-6));
+  check_close(w.grad(), g1 * 2, {.rtol = 1e-5, .atol = 1e-6});
 
   SECTION("a hook on the weight sees its gradient as a tensor of its own") {
     int calls = 0;
     w.register_hook([&](const Tensor& g) {
       ++calls;
-      CHECK(allclose(g, g1, 1e-5, 1e-6));
+      check_close(g, g1, {.rtol = 1e-5, .atol = 1e-6});
       return Tensor();
     });
     step();
     CHECK(calls == 1);
-    CHECK(allclose(w.grad(), g1 * 3, 1e-5, 1e-6));
+    check_close(w.grad(), g1 * 3, {.rtol = 1e-5, .atol = 1e-6});
   }
   SECTION("grad() captures instead of accumulating") {
     Tensor before = w.grad().clone();
     auto gs = grad({linear(x, w, b).tanh().sum()}, {w});
-    CHECK(allclose(gs[0], g1, 1e-5, 1e-6));
+    check_close(gs[0], g1, {.rtol = 1e-5, .atol = 1e-6});
     CHECK(w.grad().to_vector<float>() == before.to_vector<float>());
   }
   SECTION("backward(inputs=) that skips the weight leaves its .grad alone") {
@@ -381,7 +373,7 @@ TEST_CASE("a weight's gradient is added straight into an existing .grad, without
   SECTION("create_graph keeps the usual out-of-place accumulation with history") {
     linear(x, w, b).tanh().sum().backward({}, std::nullopt, true);
     CHECK(w.grad().requires_grad());
-    CHECK(allclose(w.grad().detach(), g1 * 3, 1e-5, 1e-6));
+    check_close(w.grad().detach(), g1 * 3, {.rtol = 1e-5, .atol = 1e-6});
     // A grad with history refers back to the leaf through its AccumulateGrad (the cycle PyTorch
     // warns about for create_graph=True); drop it so the test does not leak.
     w.mutable_grad() = Tensor();

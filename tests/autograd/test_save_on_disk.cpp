@@ -81,7 +81,7 @@ TEST_CASE("SaveOnDisk gives gradients bit-identical to plain and removes its fil
   net.w2.mutable_grad() = Tensor();
   Tensor loss;
   {
-    SaveOnDisk disk(dir.path, /*min_bytes=*/0);
+    SaveOnDisk disk(dir.path(), /*min_bytes=*/0);
     loss = net.loss(x);
   }
   // mm saves x and w1, tanh its output, ...: each went to a file in one private directory.
@@ -99,7 +99,7 @@ TEST_CASE("SaveOnDisk keeps tensors below min_bytes in memory") {
   Tensor x = input();  // 64x32 floats = 8 KiB; every saved tensor is below 1 MiB
   Tensor loss;
   {
-    SaveOnDisk disk(dir.path);
+    SaveOnDisk disk(dir.path());
     loss = net.loss(x);
     CHECK(dir.entries() == 1);  // the private directory, empty
   }
@@ -114,7 +114,7 @@ TEST_CASE("SaveOnDisk leaves nothing behind when the graph is dropped unused or 
   Net net;
   Tensor x = input();
   {
-    SaveOnDisk disk(dir.path, 0);
+    SaveOnDisk disk(dir.path(), 0);
     Tensor loss = net.loss(x);
     CHECK(dir.entries() > 4);
   }  // an exception before backward unwinds the same way: the graph dies with its files
@@ -122,7 +122,7 @@ TEST_CASE("SaveOnDisk leaves nothing behind when the graph is dropped unused or 
 
   Tensor loss;
   {
-    SaveOnDisk disk(dir.path, 0);
+    SaveOnDisk disk(dir.path(), 0);
     loss = net.loss(x);
   }
   auto h = net.w1.register_hook([](const Tensor&) -> Tensor { throw Error("hook failed"); });
@@ -139,7 +139,7 @@ TEST_CASE("SaveOnDisk with retain_graph reads the files again and removes them w
   auto plain = net.grads(x);
   Tensor loss;
   {
-    SaveOnDisk disk(dir.path, 0);
+    SaveOnDisk disk(dir.path(), 0);
     loss = net.loss(x);
   }
   std::vector<Tensor> first = autograd::grad({loss}, {net.w1, net.w2}, {}, /*retain_graph=*/true);
@@ -166,7 +166,7 @@ TEST_CASE("SaveOnDisk is safe with two threads saving and running backward at on
         for (int rep = 0; rep < 5; ++rep) {
           Tensor loss;
           {
-            SaveOnDisk disk(dir.path, 0);
+            SaveOnDisk disk(dir.path(), 0);
             loss = net.loss(x);
           }
           got[t] = autograd::grad({loss}, {net.w1, net.w2});
@@ -188,15 +188,15 @@ TEST_CASE("SaveOnDisk is safe with two threads saving and running backward at on
 
 TEST_CASE("SaveOnDisk names the directory when it cannot create its own in it") {
   TempDir dir;
-  CHECK_THROWS_WITH(SaveOnDisk(dir.path + "/missing"),
-                    Catch::Contains("SaveOnDisk: cannot create a private directory in '" + dir.path + "/missing'") &&
+  CHECK_THROWS_WITH(SaveOnDisk(dir.path() + "/missing"),
+                    Catch::Contains("SaveOnDisk: cannot create a private directory in '" + dir.path() + "/missing'") &&
                         Catch::Contains("No such file or directory"));
-  std::ofstream(dir.path + "/file") << "x";
-  CHECK_THROWS_WITH(SaveOnDisk(dir.path + "/file"), Catch::Contains("Not a directory"));
+  std::ofstream(dir.path() + "/file") << "x";
+  CHECK_THROWS_WITH(SaveOnDisk(dir.path() + "/file"), Catch::Contains("Not a directory"));
   if (::geteuid() != 0) {  // root writes through permission bits; the two cases above cover it
-    fs::permissions(dir.path, fs::perms::owner_read | fs::perms::owner_exec);
-    CHECK_THROWS_WITH(SaveOnDisk(dir.path), Catch::Contains("Permission denied"));
-    fs::permissions(dir.path, fs::perms::owner_all);
+    fs::permissions(dir.path(), fs::perms::owner_read | fs::perms::owner_exec);
+    CHECK_THROWS_WITH(SaveOnDisk(dir.path()), Catch::Contains("Permission denied"));
+    fs::permissions(dir.path(), fs::perms::owner_all);
   }
   // Nothing was pushed: saving now goes straight through.
   Tensor w = ones({3}).requires_grad_();
@@ -210,16 +210,16 @@ TEST_CASE("SaveOnDisk turns a short write or a full disk into an error naming th
   Tensor x = input();
   {
     FaultyIo io(FaultyIo::ShortWrite);
-    SaveOnDisk disk(dir.path, 0);
+    SaveOnDisk disk(dir.path(), 0);
     // The first tensor saved (mm's input or weight) stops half way: its size and path are named.
     CHECK_THROWS_WITH(net.loss(x), Catch::Matches(".*SaveOnDisk: writing a saved tensor of (8192|6144) bytes to '" +
-                                                  dir.path + "/graft-saved-.*/t0\\.bin' failed after (4096|3072) "
+                                                  dir.path() + "/graft-saved-.*/t0\\.bin' failed after (4096|3072) "
                                                   "bytes: No space left on device.*"));
   }
   CHECK(dir.entries() == 0);  // the partial file and the directory are gone
   {
     FaultyIo io(FaultyIo::FullDisk);
-    SaveOnDisk disk(dir.path, 0);
+    SaveOnDisk disk(dir.path(), 0);
     CHECK_THROWS_WITH(net.loss(x), Catch::Contains("failed after 0 bytes: No space left on device"));
   }
   CHECK(dir.entries() == 0);
@@ -227,7 +227,7 @@ TEST_CASE("SaveOnDisk turns a short write or a full disk into an error naming th
   auto plain = net.grads(x);
   Tensor loss;
   {
-    SaveOnDisk disk(dir.path, 0);
+    SaveOnDisk disk(dir.path(), 0);
     loss = net.loss(x);
   }
   auto again = autograd::grad({loss}, {net.w1, net.w2});
@@ -240,12 +240,12 @@ TEST_CASE("SaveOnDisk turns a short read into an error naming the file") {
   Tensor x = input();
   Tensor loss;
   {
-    SaveOnDisk disk(dir.path, 0);
+    SaveOnDisk disk(dir.path(), 0);
     loss = net.loss(x);
   }
   {
     FaultyIo io(FaultyIo::ShortRead);
-    CHECK_THROWS_WITH(loss.backward(), Catch::Contains("SaveOnDisk: '" + dir.path) &&
+    CHECK_THROWS_WITH(loss.backward(), Catch::Contains("SaveOnDisk: '" + dir.path()) &&
                                            Catch::Contains("(was the file truncated?)"));
   }
   loss = Tensor();
@@ -264,7 +264,7 @@ TEST_CASE("SaveOnDisk keeps parameters (leaves that require grad) in memory: the
   Tensor plain = grad({f()}, {w})[0];
   Tensor loss;
   {
-    SaveOnDisk disk(dir.path, 0);
+    SaveOnDisk disk(dir.path(), 0);
     loss = (w * w).sum();        // mul saves the leaf w twice: no file
     CHECK(dir.entries() == 1);   // the private directory, empty
     Tensor v = w * 2.0;

@@ -105,7 +105,7 @@ TEST_CASE("prefetch: gradients are bit-identical to prefetch off for SaveOnDisk 
   TempDir dir;
   for (int k : {0, 1, 2, 5, 64}) {
     Lookahead on(k);
-    require_identical(plain, net.grads(x, [&] { return std::make_unique<SaveOnDisk>(dir.path, 0); }));
+    require_identical(plain, net.grads(x, [&] { return std::make_unique<SaveOnDisk>(dir.path(), 0); }));
     REQUIRE(dir.entries() == 0);
     require_identical(plain, net.grads(x, [&] { return std::make_unique<SaveOnCpu>(); }));
   }
@@ -187,7 +187,7 @@ TEST_CASE("prefetch: an unpack error reaches backward unchanged and leaves nothi
   {
     Tensor l2;
     {
-      SaveOnDisk disk(dir.path, 0);
+      SaveOnDisk disk(dir.path(), 0);
       l2 = net.loss(x);
     }
     Tensor g = grad({l2}, {net.ws[11]})[0];

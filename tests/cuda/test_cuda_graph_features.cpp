@@ -1,23 +1,18 @@
 // The autograd graph features on CUDA tensors: SaveOnCpu with pinned memory, checkpointing (with
 // RNG replay), mixed-device errors, the allocator's statistics and empty_cache, and `graft train
-// --device cuda` end to end. Needs a GPU: without one the executable exits with 77, which meson
-// reports as SKIPPED (Catch2 v2 has no SKIP macro), so this file has its own main.
-#define CATCH_CONFIG_RUNNER
+// --device cuda` end to end. Needs a GPU: linked with tests/support/gpu_main.cpp, which exits with
+// 77 (meson's SKIPPED) without one.
 #include <catch2/catch.hpp>
-#include <unistd.h>
-#include <zlib.h>
 
-#include <array>
-#include <cstdio>
 #include <cstdlib>
-#include <filesystem>
-#include <fstream>
-#include <iostream>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "graft.h"
+#include "support/fixtures.h"
+#include "support/process.h"
+#include "support/temp_dir.h"
 
 using namespace graft;
 using namespace graft::autograd;
@@ -80,51 +75,9 @@ std::vector<std::vector<float>> grads_of(const std::vector<Tensor>& ps) {
   return g;
 }
 
-// ---- graft train helpers (as tests/tools/test_train_smoke.cpp) ----
-std::string run(const std::string& cmd, int& status) {
-  std::string out;
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  REQUIRE(p != nullptr);
-  std::array<char, 512> buf{};
-  while (fgets(buf.data(), buf.size(), p)) out += buf.data();
-  status = pclose(p);
-  return out;
-}
-
-void put_be32(std::vector<unsigned char>& v, uint32_t x) {
-  for (int s = 24; s >= 0; s -= 8) v.push_back(static_cast<unsigned char>(x >> s));
-}
-
-void write_gz(const std::string& path, const std::vector<unsigned char>& bytes) {
-  gzFile f = gzopen(path.c_str(), "wb");
-  REQUIRE(f != nullptr);
-  REQUIRE(gzwrite(f, bytes.data(), static_cast<unsigned>(bytes.size())) == static_cast<int>(bytes.size()));
-  gzclose(f);
-}
-
-// Class c draws a bright 7x7 square at a position that depends on c, over noise: learnable.
-void write_split(const std::string& dir, const std::string& prefix, int n) {
-  std::vector<unsigned char> img, lab;
-  put_be32(img, 0x803);
-  put_be32(img, static_cast<uint32_t>(n));
-  put_be32(img, 28);
-  put_be32(img, 28);
-  put_be32(lab, 0x801);
-  put_be32(lab, static_cast<uint32_t>(n));
-  for (int i = 0; i < n; ++i) {
-    int c = (i * 7 + i / 10) % 10;
-    lab.push_back(static_cast<unsigned char>(c));
-    int r0 = (c / 4) * 7 + 3, c0 = (c % 4) * 7;
-    for (int r = 0; r < 28; ++r)
-      for (int q = 0; q < 28; ++q) img.push_back(r >= r0 && r < r0 + 7 && q >= c0 && q < c0 + 7 ? 255 : (i * 7 + r * q) % 40);
-  }
-  write_gz(dir + "/" + prefix + "-images-idx3-ubyte.gz", img);
-  write_gz(dir + "/" + prefix + "-labels-idx1-ubyte.gz", lab);
-}
-
 // The per-step losses of a --metrics CSV (kind,epoch,step,loss,...).
 std::vector<double> step_losses(const std::string& csv) {
-  std::ifstream f(csv);
+  std::istringstream f(graft::test::read_file(csv));
   std::string line;
   std::vector<double> out;
   while (std::getline(f, line)) {
@@ -338,26 +291,24 @@ TEST_CASE("memory_stats(kCUDA) follows allocations and empty_cache returns the c
 }
 
 TEST_CASE("graft train --device cuda runs 200 steps and the loss goes down") {
-  const char* exe = std::getenv("GRAFT_EXE");
-  REQUIRE(exe != nullptr);
-  auto dir = std::filesystem::temp_directory_path() / ("graft_cuda_train_" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
+  graft::test::TempDir dir("cuda_train");
+  const std::string d = dir.path();
   const int batch = 32, steps = 200;  // no --steps flag: one epoch of 200 batches
-  write_split(dir.string(), "train", steps * batch);
-  write_split(dir.string(), "t10k", 500);
-  const std::string d = dir.string();
+  // Noisier than the CPU smoke test's, classes interleaved: learnable, but not in a few steps.
+  auto label = [](int i) { return (i * 7 + i / 10) % 10; };
+  graft::test::write_square_data_set(d, steps * batch, 500, 40, label);
   struct Recipe {
     std::string flags, label;
   };
   for (const Recipe& r : {Recipe{"--model mlp --optimizer sgd --lr 0.02", "mlp sgd"},
                           Recipe{"--model cnn --checkpoint sqrt --save-on-cpu", "cnn adam, checkpointed, save-on-cpu"}}) {
     INFO(r.label);
-    int status = 0;
-    std::string out = run(std::string(exe) + " train --device cuda --data " + d + " --epochs 1 --batch-size " + std::to_string(batch) +
-                              " " + r.flags + " --metrics " + d + "/m.csv",
-                          status);
+    auto train = graft::test::run_graft("train --device cuda --data " + d + " --epochs 1 --batch-size " +
+                                            std::to_string(batch) + " " + r.flags + " --metrics " + d + "/m.csv",
+                                        {.merge_stderr = true});
+    const std::string& out = train.out;
     INFO(out);
-    REQUIRE(status == 0);
+    REQUIRE(train.exit_code == 0);
     CHECK(out.find("device cuda:0") != std::string::npos);
     CHECK(out.find("MiB on cuda:0") != std::string::npos);
     auto losses = step_losses(d + "/m.csv");
@@ -368,13 +319,4 @@ TEST_CASE("graft train --device cuda runs 200 steps and the loss goes down") {
     std::string acc = out.substr(out.find("test accuracy") + 14);
     CHECK(std::stod(acc) > 50.0);
   }
-  std::filesystem::remove_all(dir);
-}
-
-int main(int argc, char* argv[]) {
-  if (!cuda_is_available()) {
-    std::cout << "no CUDA device: skipped\n";
-    return 77;
-  }
-  return Catch::Session().run(argc, argv);
 }

@@ -11,8 +11,10 @@
 #include "dist/dist.h"
 #include "graft.h"
 #include "nn/checkpoint_helpers.h"
+#include "support/check_close.h"
 
 using namespace graft;
+using graft::test::check_close;
 using dist::DDPOptions;
 using dist::DistributedDataParallel;
 
@@ -49,15 +51,13 @@ bool same_on_all_ranks(const Tensor& t) {
   return true;
 }
 
-void check_close(const std::vector<Tensor>& a, const std::vector<Tensor>& b, double rtol = 1e-5, double atol = 1e-6) {
-  REQUIRE(a.size() == b.size());
-  for (size_t i = 0; i < a.size(); ++i) {
-    auto va = a[i].to_vector<float>(), vb = b[i].to_vector<float>();
-    REQUIRE(va.size() == vb.size());
-    for (size_t k = 0; k < va.size(); ++k) {
-      INFO("tensor " << i << " element " << k);
-      REQUIRE(std::abs(va[k] - vb[k]) <= atol + rtol * std::abs(vb[k]));
-    }
+// Each tensor against one process's (parameters or gradients: float32 sums in another order).
+void check_all_close(const std::vector<Tensor>& got, const std::vector<Tensor>& want,
+                     std::source_location where = std::source_location::current()) {
+  REQUIRE(got.size() == want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    INFO("tensor " << i);
+    check_close(got[i], want[i], {.rtol = 1e-5, .atol = 1e-6}, where);
   }
 }
 
@@ -118,7 +118,7 @@ TEST_CASE("DDP: 5 SGD steps on shards of 64 samples match one process with batch
     INFO("step " << s);
     CHECK(reduced.item<float>() == Approx(ref_losses[static_cast<size_t>(s)]).epsilon(1e-5));
   }
-  check_close(ddp.parameters(), ref);
+  check_all_close(ddp.parameters(), ref);
   CHECK(ddp.stats().steps == 5);
 }
 
@@ -171,9 +171,9 @@ TEST_CASE("DDP: no_sync accumulates locally, then one synced step equals one pro
   CHECK(collectives() == before);  // nothing was communicated inside no_sync
   nn::functional::cross_entropy(ddp(l2.x), l2.y).backward();
   CHECK(collectives() > before);
-  check_close(grads_of(ddp), ref_grads);
+  check_all_close(grads_of(ddp), ref_grads);
   opt.step();
-  check_close(ddp.parameters(), ref_model->parameters());
+  check_all_close(ddp.parameters(), ref_model->parameters());
   for (auto& p : ddp.parameters()) CHECK(same_on_all_ranks(p));
 }
 

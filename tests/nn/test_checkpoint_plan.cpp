@@ -117,7 +117,7 @@ TEST_CASE("plan_checkpoint: offloading to disk gives the same gradients and leav
   Tensor x = batch();
   StepResult plain = step(*model, x, [&](const Tensor& in) { return (*model)(in); });
   graft::test::TempDir tmp;
-  const std::string& dir = tmp.path;
+  const std::string& dir = tmp.path();
   BudgetOptions o;
   o.allow_offload = true;
   o.offload_dir = dir;

@@ -5,13 +5,12 @@
 #include "graft.h"
 #include "nn/fashion_mnist.h"
 #include "nn/idx_reader.h"
-#include "tmp_dir.h"
+#include "support/error_message.h"
+#include "support/fixtures.h"
+#include "support/temp_dir.h"
 
 using namespace graft;
-using graft_test::error_message;
-using graft_test::read_bytes;
-using graft_test::TmpDir;
-using graft_test::write_bytes;
+using namespace graft::test;
 using Catch::Matchers::Contains;
 
 namespace {
@@ -39,10 +38,10 @@ std::string pixels(size_t n) {
 }  // namespace
 
 TEST_CASE("IDX images and labels load from gzip and from plain files") {
-  TmpDir dir("graft_idx");
+  TempDir dir("idx");
   const std::string img = dir.file("images.gz"), lbl = dir.file("labels");
   write_gz(img, idx_bytes(data::kIdxImagesMagic, {3, 2, 2}, std::string("\x00\xff\x80\x01", 4) + pixels(8)));
-  write_bytes(lbl, idx_bytes(data::kIdxLabelsMagic, {3}, std::string("\x00\x09\x05", 3)));
+  write_file(lbl, idx_bytes(data::kIdxLabelsMagic, {3}, std::string("\x00\x09\x05", 3)));
 
   Tensor images = data::load_idx_images(img);
   CHECK(images.dtype() == kFloat32);
@@ -66,7 +65,7 @@ TEST_CASE("IDX images and labels load from gzip and from plain files") {
   for (bool compress : {true, false}) {
     const std::string out = dir.file(compress ? "copy.gz" : "copy");
     data::write_idx(out, raw, compress);
-    CHECK((read_bytes(out).substr(0, 2) == "\x1f\x8b") == compress);
+    CHECK((read_file(out).substr(0, 2) == "\x1f\x8b") == compress);
     data::IdxArray back = data::read_idx(out, data::kIdxImagesMagic);
     CHECK(back.dims == raw.dims);
     CHECK(back.data == raw.data);
@@ -80,7 +79,7 @@ TEST_CASE("IDX images and labels load from gzip and from plain files") {
 }
 
 TEST_CASE("IDX reader errors name the file") {
-  TmpDir dir("graft_idx");
+  TempDir dir("idx");
   const std::string path = dir.file("broken-idx.gz");
   auto expect_error = [&](auto load, const std::string& needle) {
     INFO("expecting: " << needle);
@@ -113,24 +112,24 @@ TEST_CASE("IDX reader errors name the file") {
     expect_error(labels, "payload is longer");
     write_gz(path, idx_bytes(data::kIdxImagesMagic, {0x7fffffff, 0x7fffffff, 2}, ""));
     expect_error(images, "more than");
-    write_bytes(path, idx_bytes(data::kIdxLabelsMagic, {100}, pixels(10)));  // plain file, truncated
+    write_file(path, idx_bytes(data::kIdxLabelsMagic, {100}, pixels(10)));  // plain file, truncated
     expect_error(labels, "truncated");
   }
   SECTION("a corrupt or cut gzip stream") {
     std::string full = idx_bytes(data::kIdxImagesMagic, {10, 28, 28}, pixels(7840));
     write_gz(path, full);
-    std::string gz = read_bytes(path);
-    write_bytes(path, gz.substr(0, gz.size() / 2));
+    std::string gz = read_file(path);
+    write_file(path, gz.substr(0, gz.size() / 2));
     expect_error(images, "");
     gz[gz.size() / 2] ^= 0x55;
     gz[gz.size() / 2 + 1] ^= 0x55;
-    write_bytes(path, gz);
+    write_file(path, gz);
     expect_error(images, "");
   }
 }
 
 TEST_CASE("FashionMnist checks its directory, files and counts") {
-  TmpDir dir("graft_fmnist");
+  TempDir dir("fmnist");
   SECTION("a missing directory tells how to get the data") {
     CHECK_THAT(error_message([&] { data::FashionMnist(dir.file("nothing-here")); }),
                          Contains("apt-get install dataset-fashion-mnist") && Contains("--data DIR") &&
@@ -153,7 +152,7 @@ TEST_CASE("FashionMnist checks its directory, files and counts") {
   }
   SECTION("a small valid split, the uncompressed label file accepted") {
     write_gz(dir.file("train-images-idx3-ubyte.gz"), idx_bytes(data::kIdxImagesMagic, {2, 28, 28}, pixels(2 * 784)));
-    write_bytes(dir.file("train-labels-idx1-ubyte"), idx_bytes(data::kIdxLabelsMagic, {2}, "\x01\x09"));
+    write_file(dir.file("train-labels-idx1-ubyte"), idx_bytes(data::kIdxLabelsMagic, {2}, "\x01\x09"));
     data::FashionMnist ds(dir.path(), true);
     CHECK(ds.size() == 2);
     CHECK(ds.images().sizes() == Shape{2, 1, 28, 28});

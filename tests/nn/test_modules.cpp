@@ -3,19 +3,16 @@
 #include <cmath>
 
 #include "graft.h"
+#include "support/check_close.h"
 
 using namespace graft;
+using graft::test::check_close;
 
 namespace {
 std::vector<double> vals(const Tensor& t) { return t.to(kFloat64).to_vector<double>(); }
 void set(Tensor t, std::vector<double> v) {
   NoGradGuard ng;
   t.copy_(tensor(v, t.sizes(), dtype(kFloat64)));
-}
-void check_close(const Tensor& a, const Tensor& b, double tol = 1e-5) {
-  REQUIRE(a.sizes() == b.sizes());
-  auto x = vals(a), y = vals(b);
-  for (size_t i = 0; i < x.size(); ++i) CHECK(x[i] == Approx(y[i]).margin(tol));
 }
 void check_range(const Tensor& t, double bound) {
   auto v = vals(t);

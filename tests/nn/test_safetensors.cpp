@@ -5,13 +5,12 @@
 
 #include "graft.h"
 #include "nn/safetensors.h"
-#include "tmp_dir.h"
+#include "support/error_message.h"
+#include "support/fixtures.h"
+#include "support/temp_dir.h"
 
 using namespace graft;
-using graft_test::error_message;
-using graft_test::read_bytes;
-using graft_test::TmpDir;
-using graft_test::write_bytes;
+using namespace graft::test;
 using Catch::Matchers::Contains;
 
 namespace {
@@ -38,7 +37,7 @@ std::string st_file(std::string header, const std::string& data) {
 }  // namespace
 
 TEST_CASE("safetensors round trip keeps dtypes, shapes and values") {
-  TmpDir dir("graft_st");
+  TempDir dir("safetensors");
   std::map<std::string, Tensor> in;
   in["f32"] = tensor(std::vector<float>{1.5f, -2.f, 3.25f, 0.f, 1e-7f, 42.f}, {2, 3});
   in["f64"] = tensor(std::vector<double>{3.141592653589793, -1e300, 2.5, 0.1}, {4}, dtype(kFloat64));
@@ -79,7 +78,7 @@ TEST_CASE("safetensors round trip keeps dtypes, shapes and values") {
 }
 
 TEST_CASE("safetensors saves non-contiguous views as their logical values") {
-  TmpDir dir("graft_st");
+  TempDir dir("safetensors");
   Tensor base = arange(12, dtype(kFloat32)).view({3, 4});
   Tensor t = base.t();                          // [4, 3], transposed strides
   Tensor s = base.slice(1, 0, 4, 2);            // [3, 2], stepped
@@ -95,20 +94,20 @@ TEST_CASE("safetensors saves non-contiguous views as their logical values") {
 }
 
 TEST_CASE("safetensors writes the reference layout byte for byte") {
-  TmpDir dir("graft_st");
+  TempDir dir("safetensors");
   const std::string path = dir.file("golden.safetensors");
   nn::save_safetensors({{"b", tensor(std::vector<int64_t>{7}, {})}, {"a", tensor({1.5, -2})}}, path);
   // Sorted names, data laid out in that order, header padded with spaces to a multiple of 8.
   const std::string header =
       R"({"a":{"data_offsets":[0,8],"dtype":"F32","shape":[2]},"b":{"data_offsets":[8,16],"dtype":"I64","shape":[]}})";
   const std::string expected = st_file(header, raw<float>({1.5f, -2.f}) + raw<int64_t>({7}));
-  const std::string got = read_bytes(path);
+  const std::string got = read_file(path);
   CHECK(got.size() % 8 == 0);
   CHECK(got == expected);
 }
 
 TEST_CASE("safetensors loads a hand-built golden file") {
-  TmpDir dir("graft_st");
+  TempDir dir("safetensors");
   const std::string path = dir.file("hand.safetensors");
   // Entries in any key order, offsets out of name order, metadata first, extra spaces.
   const std::string header =
@@ -116,7 +115,7 @@ TEST_CASE("safetensors loads a hand-built golden file") {
       R"( "flags": {"dtype": "BOOL", "shape": [3], "data_offsets": [0, 3]},)"
       R"( "none": {"dtype": "F32", "shape": [0], "data_offsets": [35, 35]}})";
   std::string data = std::string("\x01\x00\x02", 3) + raw<double>({1, 2, 3, -4});
-  write_bytes(path, st_file(header, data));
+  write_file(path, st_file(header, data));
   std::map<std::string, std::string> meta;
   auto out = nn::load_safetensors(path, meta);
   CHECK(meta.at("source") == "hand");
@@ -129,10 +128,10 @@ TEST_CASE("safetensors loads a hand-built golden file") {
 }
 
 TEST_CASE("safetensors rejects malformed files with errors naming the file and the problem") {
-  TmpDir dir("graft_st");
+  TempDir dir("safetensors");
   const std::string path = dir.file("bad.safetensors");
   auto expect_error = [&](const std::string& bytes, const std::string& needle) {
-    write_bytes(path, bytes);
+    write_file(path, bytes);
     INFO("expecting: " << needle);
     CHECK_THAT(error_message([&] { nn::load_safetensors(path); }), Contains(needle) && Contains(path));
   };
@@ -215,7 +214,7 @@ TEST_CASE("safetensors rejects malformed files with errors naming the file and t
 }
 
 TEST_CASE("save_safetensors rejects reserved names and undefined tensors, leaving no file") {
-  TmpDir dir("graft_st");
+  TempDir dir("safetensors");
   const std::string path = dir.file("x.safetensors");
   CHECK_THROWS_WITH(nn::save_safetensors({{"__metadata__", tensor({1})}}, path), Contains("reserved"));
   CHECK_THROWS_WITH(nn::save_safetensors({{"w", Tensor()}}, path), Contains("'w' is undefined"));

@@ -10,15 +10,17 @@
 #include <string>
 
 #include "graft.h"
+#include "support/check_close.h"
+#include "support/fixtures.h"
 
 using namespace graft;
+using graft::test::check_close;
+using graft::test::safetensors_fixture;
+using graft::test::Tolerance;
 
 namespace {
 
-std::map<std::string, Tensor>& fixture() {
-  static std::map<std::string, Tensor> f = nn::load_safetensors(GRAFT_TEST_DATA_DIR "/transformer_fixture.safetensors");
-  return f;
-}
+const std::map<std::string, Tensor>& fixture() { return safetensors_fixture("transformer_fixture.safetensors"); }
 const Tensor& fx(const std::string& name) { return fixture().at(name); }
 
 // The entries under "prefix." with the prefix removed, as a state dict.
@@ -32,11 +34,6 @@ nn::StateDict state(const std::string& prefix) {
         d.insert(rest, v);
     }
   return d;
-}
-
-double max_abs_diff(const Tensor& a, const Tensor& b) {
-  REQUIRE(a.sizes() == b.sizes());
-  return (a.to(kFloat64) - b.to(kFloat64)).abs().max().item<double>();
 }
 
 // nn.Transformer.generate_square_subsequent_mask: -inf above the diagonal, 0 elsewhere.
@@ -65,44 +62,44 @@ TEST_CASE("MultiheadAttention loads PyTorch's state dict and gives its outputs f
   mha->load_state_dict(state("mha"));  // strict: every name matches
   mha->eval();
   const Tensor &q = fx("mha.in.query"), &k = fx("mha.in.key"), &v = fx("mha.in.value");
-  const double tol = 2e-6;
+  const Tolerance tol{.rtol = 0, .atol = 2e-6};
 
   auto [self, self_w] = mha->forward(q, q, q);
-  CHECK(max_abs_diff(self, fx("mha.out.self")) < tol);
-  CHECK(max_abs_diff(self_w, fx("mha.out.self_weights")) < tol);
-  CHECK(max_abs_diff((*mha)(q), fx("mha.out.self")) < tol);  // the fused path, no weights
+  check_close(self, fx("mha.out.self"), tol);
+  check_close(self_w, fx("mha.out.self_weights"), tol);
+  check_close((*mha)(q), fx("mha.out.self"), tol);  // the fused path, no weights
 
   nn::MhaForwardOptions fo;
   fo.need_weights = false;
-  CHECK(max_abs_diff(mha->forward(q, k, v, fo).first, fx("mha.out.cross")) < tol);
+  check_close(mha->forward(q, k, v, fo).first, fx("mha.out.cross"), tol);
   for (bool need_weights : {false, true}) {
     INFO("need_weights " << need_weights);
     nn::MhaForwardOptions m;
     m.need_weights = need_weights;
     m.attn_mask = fx("mha.in.attn_mask_bool");
-    CHECK(max_abs_diff(mha->forward(q, k, v, m).first, fx("mha.out.cross_bool_mask")) < tol);
+    check_close(mha->forward(q, k, v, m).first, fx("mha.out.cross_bool_mask"), tol);
     m.attn_mask = fx("mha.in.attn_mask_float");
-    CHECK(max_abs_diff(mha->forward(q, k, v, m).first, fx("mha.out.cross_float_mask")) < tol);
+    check_close(mha->forward(q, k, v, m).first, fx("mha.out.cross_float_mask"), tol);
     m.attn_mask = Tensor();
     m.key_padding_mask = fx("mha.in.key_padding_mask");
-    CHECK(max_abs_diff(mha->forward(q, k, v, m).first, fx("mha.out.key_padding")) < tol);
+    check_close(mha->forward(q, k, v, m).first, fx("mha.out.key_padding"), tol);
     nn::MhaForwardOptions c;
     c.need_weights = need_weights;
     c.is_causal = true;
     c.attn_mask = causal_float_mask(5);
-    CHECK(max_abs_diff(mha->forward(q, q, q, c).first, fx("mha.out.causal")) < tol);
+    check_close(mha->forward(q, q, q, c).first, fx("mha.out.causal"), tol);
   }
   nn::MhaForwardOptions per_head;
   per_head.average_attn_weights = false;
-  CHECK(max_abs_diff(mha->forward(q, k, v, per_head).second, fx("mha.out.cross_weights_per_head")) < tol);
+  check_close(mha->forward(q, k, v, per_head).second, fx("mha.out.cross_weights_per_head"), tol);
 
   // Sequence-first and unbatched inputs give the same numbers.
   nn::MultiheadAttention seq_first(16, 4);
   seq_first.load_state_dict(state("mha"));
-  CHECK(max_abs_diff(seq_first.forward(q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1), fo).first.transpose(0, 1),
-                     fx("mha.out.cross")) < tol);
-  CHECK(max_abs_diff(mha->forward(q.select(0, 1), k.select(0, 1), v.select(0, 1), fo).first,
-                     fx("mha.out.cross").select(0, 1)) < tol);
+  check_close(seq_first.forward(q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1), fo).first.transpose(0, 1),
+              fx("mha.out.cross"), tol);
+  check_close(mha->forward(q.select(0, 1), k.select(0, 1), v.select(0, 1), fo).first, fx("mha.out.cross").select(0, 1),
+              tol);
 }
 
 TEST_CASE("TransformerEncoderLayer gives PyTorch's outputs pre-norm with GELU and post-norm with ReLU") {
@@ -114,8 +111,8 @@ TEST_CASE("TransformerEncoderLayer gives PyTorch's outputs pre-norm with GELU an
     nn::TransformerEncoderLayer layer(16, 4, fixture_layer(norm_first));
     layer.load_state_dict(state(p));
     layer.eval();
-    CHECK(max_abs_diff(layer(src), fx(p + ".out")) < 2e-6);
-    CHECK(max_abs_diff(layer.forward(src, {}, pad), fx(p + ".out_padded")) < 2e-6);
+    check_close(layer(src), fx(p + ".out"), {.rtol = 0, .atol = 2e-6});
+    check_close(layer.forward(src, {}, pad), fx(p + ".out_padded"), {.rtol = 0, .atol = 2e-6});
   }
 }
 
@@ -130,17 +127,17 @@ TEST_CASE("a ViT written with torch.nn loads into VisionTransformer by name and 
   REQUIRE(sd.size() == vit->state_dict().size());
   vit->load_state_dict(sd);
   Tensor logits = (*vit)(fx("vit.in.x"));
-  CHECK(max_abs_diff(logits, fx("vit.out.logits")) < 1e-5);
+  check_close(logits, fx("vit.out.logits"), {.rtol = 0, .atol = 1e-5});
   Tensor loss = cross_entropy(logits, fx("vit.in.labels"));
   CHECK(loss.item<double>() == Approx(fx("vit.out.loss").item<double>()).epsilon(1e-5));
   loss.backward();
   for (const auto& [name, p] : vit->named_parameters()) {
     INFO(name);
     REQUIRE(p.grad().defined());
-    CHECK(max_abs_diff(p.grad(), fx("vit.grad." + name)) < 2e-5);
+    check_close(p.grad(), fx("vit.grad." + name), {.rtol = 0, .atol = 2e-5});
   }
   // The stages are the same computation.
-  CHECK(max_abs_diff((*vit->stages())(fx("vit.in.x")), logits) == 0);
+  check_close((*vit->stages())(fx("vit.in.x")), logits, Tolerance::exact());
 }
 
 TEST_CASE("transformer modules initialise as PyTorch") {
@@ -162,7 +159,7 @@ TEST_CASE("transformer modules initialise as PyTorch") {
   CHECK(enc.state_dict().size() == 3 * layer.state_dict().size());
   CHECK(enc.state_dict().contains("layers.2.self_attn.in_proj_weight"));
   // Copies of the given layer (torch.nn.TransformerEncoder deep-copies), not views of it.
-  CHECK(max_abs_diff(enc.layers[2]->linear1->weight, layer.linear1->weight) == 0);
+  check_close(enc.layers[2]->linear1->weight, layer.linear1->weight, Tolerance::exact());
   CHECK_FALSE(enc.layers[2]->linear1->weight.is_same(layer.linear1->weight));
 }
 
@@ -188,8 +185,8 @@ TEST_CASE("per-block checkpointing of the ViT gives bit-identical gradients") {
   };
   auto plain = grads(0), sqrt_n = grads(1), nested = grads(2);
   for (size_t i = 0; i < plain.size(); ++i) {
-    CHECK(max_abs_diff(plain[i], sqrt_n[i]) == 0);
-    CHECK(max_abs_diff(plain[i], nested[i]) == 0);
+    check_close(plain[i], sqrt_n[i], Tolerance::exact());
+    check_close(plain[i], nested[i], Tolerance::exact());
   }
 }
 

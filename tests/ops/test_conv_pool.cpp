@@ -4,21 +4,15 @@
 #include <limits>
 
 #include "graft.h"
+#include "support/check_close.h"
 
 using namespace graft;
+using graft::test::check_close;
+using graft::test::Tolerance;
 
 namespace {
 
 std::vector<double> values(const Tensor& t) { return ops::to_dtype(t, kFloat64).to_vector<double>(); }
-
-void check_close(const Tensor& got, const std::vector<double>& want, double tol) {
-  std::vector<double> g = values(got);
-  REQUIRE(g.size() == want.size());
-  for (size_t i = 0; i < g.size(); ++i) {
-    INFO("element " << i);
-    CHECK(g[i] == Approx(want[i]).margin(tol).epsilon(tol));
-  }
-}
 
 double dot(const std::vector<double>& a, const std::vector<double>& b) {
   double s = 0;
@@ -197,7 +191,7 @@ TEST_CASE("conv2d matches a direct loop for strides, padding, dilation, groups a
       CHECK(y.sizes() == c.out());
       CHECK(y.dtype() == dt);
       check_close(y, ref_conv(c, values(x), values(w), c.bias ? values(b) : std::vector<double>{}),
-                  dt == kFloat32 ? 1e-4 : 1e-12);
+                  Tolerance::within(dt == kFloat32 ? 1e-4 : 1e-12));
     }
   }
 }
@@ -209,7 +203,7 @@ TEST_CASE("conv2d accepts unbatched CHW input and non-contiguous tensors") {
     Tensor y = ops::conv2d(x, w, b, {1, 1}, {1, 1});
     CHECK(y.sizes() == Shape{4, 6, 5});
     std::vector<double> want = ref_conv(c, values(x), values(w), values(b));
-    check_close(y, want, dt == kFloat32 ? 1e-4 : 1e-12);
+    check_close(y, want, Tolerance::within(dt == kFloat32 ? 1e-4 : 1e-12));
     // The same values laid out as [W, H, C] and permuted back, and a weight sliced along O.
     Tensor xp = ops::contiguous(x.permute({2, 1, 0})).permute({2, 1, 0});
     Tensor wbig = randn({8, 3, 3, 3}, dtype(dt));
@@ -217,7 +211,7 @@ TEST_CASE("conv2d accepts unbatched CHW input and non-contiguous tensors") {
     CHECK_FALSE(xp.is_contiguous());
     CHECK_FALSE(ws.is_contiguous());
     check_close(ops::conv2d(xp, ws, b, {1}, {1}), ref_conv(c, values(x), values(ws), values(b)),
-                dt == kFloat32 ? 1e-4 : 1e-12);
+                Tolerance::within(dt == kFloat32 ? 1e-4 : 1e-12));
   }
 }
 
@@ -228,7 +222,7 @@ TEST_CASE("conv2d_backward_input matches a direct scatter loop, including rows n
       Tensor gy = randn(c.out(), dtype(dt)), w = randn(c.wt(), dtype(dt));
       Tensor gx = ops::conv2d_backward_input(gy, c.in(), w, c.stride(), c.pad(), c.dil(), c.groups);
       CHECK(gx.sizes() == c.in());
-      check_close(gx, ref_conv_bwd_input(c, values(gy), values(w)), dt == kFloat32 ? 1e-4 : 1e-12);
+      check_close(gx, ref_conv_bwd_input(c, values(gy), values(w)), Tolerance::within(dt == kFloat32 ? 1e-4 : 1e-12));
     }
   }
 }
@@ -240,7 +234,7 @@ TEST_CASE("conv2d_backward_weight matches a direct loop") {
       Tensor gy = randn(c.out(), dtype(dt)), x = randn(c.in(), dtype(dt));
       Tensor gw = ops::conv2d_backward_weight(gy, x, c.wt(), c.stride(), c.pad(), c.dil(), c.groups);
       CHECK(gw.sizes() == c.wt());
-      check_close(gw, ref_conv_bwd_weight(c, values(gy), values(x)), dt == kFloat32 ? 1e-3 : 1e-12);
+      check_close(gw, ref_conv_bwd_weight(c, values(gy), values(x)), Tolerance::within(dt == kFloat32 ? 1e-3 : 1e-12));
     }
   }
 }
@@ -277,9 +271,9 @@ TEST_CASE("conv2d backward kernels accept unbatched shapes") {
   Tensor gy = randn({3, 5, 5}, dtype(kFloat32)), w = randn(c.wt(), dtype(kFloat32)), x = randn({2, 5, 5});
   Tensor gx = ops::conv2d_backward_input(gy, {2, 5, 5}, w, {1, 1}, {1, 1}, {1, 1}, 1);
   CHECK(gx.sizes() == Shape{2, 5, 5});
-  check_close(gx, ref_conv_bwd_input(c, values(gy), values(w)), 1e-4);
+  check_close(gx, ref_conv_bwd_input(c, values(gy), values(w)), Tolerance::within(1e-4));
   Tensor gw = ops::conv2d_backward_weight(gy, x, c.wt(), {1, 1}, {1, 1}, {1, 1}, 1);
-  check_close(gw, ref_conv_bwd_weight(c, values(gy), values(x)), 1e-4);
+  check_close(gw, ref_conv_bwd_weight(c, values(gy), values(x)), Tolerance::within(1e-4));
 }
 
 TEST_CASE("conv2d rejects bad shapes, groups and dtypes with messages naming the shapes") {
@@ -319,9 +313,10 @@ TEST_CASE("max_pool2d_with_indices matches a direct loop, including padding, dil
       int64_t OH = out_size(p.H, p.kh, p.sh, p.ph, p.dh, p.ceil), OW = out_size(p.W, p.kw, p.sw, p.pw, p.dw, p.ceil);
       CHECK(r[0].sizes() == Shape{p.N, p.C, OH, OW});
       CHECK(r[1].dtype() == kInt64);
-      check_close(r[0], want, 0);
+      check_close(r[0], want, Tolerance::exact());
       CHECK(r[1].to_vector<int64_t>() == want_ind);
-      check_close(ops::max_pool2d(x, {p.kh, p.kw}, {p.sh, p.sw}, {p.ph, p.pw}, {p.dh, p.dw}, p.ceil), want, 0);
+      check_close(ops::max_pool2d(x, {p.kh, p.kw}, {p.sh, p.sw}, {p.ph, p.pw}, {p.dh, p.dw}, p.ceil), want,
+                  Tolerance::exact());
     }
   }
 }
@@ -365,7 +360,7 @@ TEST_CASE("max_pool2d_backward scatters grad_out to the indices and accumulates 
     std::vector<double> want(static_cast<size_t>(x.numel()), 0.0), gv = values(g);
     std::vector<int64_t> ind = ref_max_pool(p, values(x)).second;
     for (size_t i = 0; i < ind.size(); ++i) want[i / 36 * 36 + static_cast<size_t>(ind[i])] += gv[i];
-    check_close(gx, want, dt == kFloat32 ? 1e-5 : 1e-12);
+    check_close(gx, want, Tolerance::within(dt == kFloat32 ? 1e-5 : 1e-12));
   }
   // Unbatched, with a hand-made index tensor.
   Tensor gx = ops::max_pool2d_backward(tensor({1, 2, 3, 4}).view({1, 2, 2}), ops::zeros({1, 3, 3}),
@@ -399,7 +394,7 @@ TEST_CASE("avg_pool2d matches a direct loop with and without counting padding") 
         Tensor y = ops::avg_pool2d(x, {p.kh, p.kw}, {p.sh, p.sw}, {p.ph, p.pw}, p.ceil, include_pad);
         int64_t OH = out_size(p.H, p.kh, p.sh, p.ph, 1, p.ceil), OW = out_size(p.W, p.kw, p.sw, p.pw, 1, p.ceil);
         CHECK(y.sizes() == Shape{p.N, p.C, OH, OW});
-        check_close(y, ref_avg_pool(p, include_pad, values(x)), dt == kFloat32 ? 1e-5 : 1e-12);
+        check_close(y, ref_avg_pool(p, include_pad, values(x)), Tolerance::within(dt == kFloat32 ? 1e-5 : 1e-12));
       }
     }
   }
@@ -420,11 +415,11 @@ TEST_CASE("avg_pool2d_backward matches a direct scatter loop and is the adjoint 
       Tensor g = randn(y.sizes(), dtype(kFloat64));
       Tensor gx = ops::avg_pool2d_backward(g, x, {p.kh, p.kw}, {p.sh, p.sw}, {p.ph, p.pw}, p.ceil, include_pad);
       CHECK(gx.sizes() == x.sizes());
-      check_close(gx, ref_avg_pool(p, include_pad, values(x), values(g)), 1e-12);
+      check_close(gx, ref_avg_pool(p, include_pad, values(x), values(g)), Tolerance::within(1e-12));
       CHECK(dot(values(y), values(g)) == Approx(dot(values(x), values(gx))).epsilon(1e-10));
       Tensor gx32 = ops::avg_pool2d_backward(ops::to_dtype(g, kFloat32), ops::to_dtype(x, kFloat32), {p.kh, p.kw},
                                              {p.sh, p.sw}, {p.ph, p.pw}, p.ceil, include_pad);
-      check_close(gx32, values(gx), 1e-5);
+      check_close(gx32, values(gx), Tolerance::within(1e-5));
     }
   }
 }
@@ -435,8 +430,8 @@ TEST_CASE("pooling accepts unbatched input and a non-contiguous input") {
   Tensor y = ops::max_pool2d(xt, {2});
   CHECK(y.sizes() == Shape{3, 3, 3});
   Pool p{1, 3, 6, 6, 2, 2, 2, 2, 0, 0, 1, 1, false};
-  check_close(y, ref_max_pool(p, values(xt)).first, 0);
-  check_close(ops::avg_pool2d(xt, {2}), ref_avg_pool(p, true, values(xt)), 1e-6);
+  check_close(y, ref_max_pool(p, values(xt)).first, Tolerance::exact());
+  check_close(ops::avg_pool2d(xt, {2}), ref_avg_pool(p, true, values(xt)), Tolerance::within(1e-6));
 }
 
 TEST_CASE("pooling rejects bad kernel, padding and too-small outputs") {

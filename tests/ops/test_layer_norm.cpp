@@ -5,10 +5,16 @@
 #include <random>
 
 #include "graft.h"
+#include "support/check_close.h"
 
 using namespace graft;
+using graft::test::check_close;
+using graft::test::Tolerance;
 
 namespace {
+
+// The float64 kernels against a float64 reference.
+const Tolerance kTight{.rtol = 1e-10, .atol = 1e-12};
 
 std::vector<double> random_values(int64_t n, unsigned seed, double mean = 0.0, double scale = 1.0) {
   std::mt19937 gen(seed);
@@ -20,15 +26,6 @@ std::vector<double> random_values(int64_t n, unsigned seed, double mean = 0.0, d
 
 Tensor make(const std::vector<double>& v, const Shape& s, DType dt = kFloat64) {
   return graft::tensor(v, s, graft::dtype(dt));
-}
-
-void check_close(const Tensor& t, const std::vector<double>& expect, double rel = 1e-10, double abs = 1e-12) {
-  std::vector<double> got = t.to_vector<double>();
-  REQUIRE(got.size() == expect.size());
-  for (size_t i = 0; i < got.size(); ++i) {
-    INFO("element " << i);
-    CHECK(got[i] == Approx(expect[i]).epsilon(rel).margin(abs));
-  }
 }
 
 struct Ref {
@@ -96,15 +93,15 @@ TEST_CASE("layer_norm matches a naive float64 reference with and without weight 
       CHECK(out[1].sizes() == Shape{2, 3});
       CHECK(out[2].sizes() == Shape{2, 3});
       CHECK(out[1].dtype() == kFloat64);
-      check_close(out[0], r.y);
-      check_close(out[1], r.mean);
-      check_close(out[2], r.rstd);
+      check_close(out[0], r.y, kTight);
+      check_close(out[1], r.mean, kTight);
+      check_close(out[2], r.rstd, kTight);
     }
   }
   // Normalising the last dim only, with a larger eps.
   auto out = ops::native_layer_norm(x, {5}, {}, {}, 0.5);
   CHECK(out[1].sizes() == Shape{2, 3, 4});
-  check_close(out[0], ref_layer_norm(xv, 5, {}, {}, 0.5).y);
+  check_close(out[0], ref_layer_norm(xv, 5, {}, {}, 0.5).y, kTight);
 }
 
 TEST_CASE("layer_norm in float32 and on non-contiguous input") {
@@ -115,15 +112,15 @@ TEST_CASE("layer_norm in float32 and on non-contiguous input") {
   auto out = ops::native_layer_norm(make(xv, s, kFloat32), {8}, make(wv, {8}, kFloat32), {}, 1e-5);
   CHECK(out[0].dtype() == kFloat32);
   CHECK(out[2].dtype() == kFloat32);
-  check_close(out[0], r.y, 1e-4, 1e-5);
-  check_close(out[2], r.rstd, 1e-5);
+  check_close(out[0], r.y, {.rtol = 1e-4, .atol = 1e-5});
+  check_close(out[2], r.rstd, {.rtol = 1e-5, .atol = 1e-12});
   // x^T of a [8, 6] tensor holds the same values as x but is not contiguous.
   std::vector<double> tv(48);
   for (int64_t i = 0; i < 6; ++i)
     for (int64_t j = 0; j < 8; ++j) tv[j * 6 + i] = xv[i * 8 + j];
   Tensor xt = ops::transpose(make(tv, {8, 6}), 0, 1);
   REQUIRE_FALSE(xt.is_contiguous());
-  check_close(ops::native_layer_norm(xt, {8}, make(wv, {8}), {}, 1e-5)[0], r.y);
+  check_close(ops::native_layer_norm(xt, {8}, make(wv, {8}), {}, 1e-5)[0], r.y, kTight);
 }
 
 TEST_CASE("layer_norm_backward matches finite differences in float64, with and without weight and bias") {
@@ -144,7 +141,7 @@ TEST_CASE("layer_norm_backward matches finite differences in float64, with and w
       auto grads = ops::native_layer_norm_backward(g, x, ns, fwd[1], fwd[2], w, b);
       REQUIRE(grads.size() == 3);
       auto loss_x = [&](const std::vector<double>& v) { return dot(ops::native_layer_norm(make(v, s), ns, w, b)[0], gv); };
-      check_close(grads[0], numeric_grad(loss_x, xv), 1e-6, 1e-8);
+      check_close(grads[0], numeric_grad(loss_x, xv), {.rtol = 1e-6, .atol = 1e-8});
       CHECK(grads[1].defined() == with_w);
       CHECK(grads[2].defined() == with_b);
       if (with_w) {
@@ -152,13 +149,13 @@ TEST_CASE("layer_norm_backward matches finite differences in float64, with and w
         auto loss_w = [&](const std::vector<double>& v) {
           return dot(ops::native_layer_norm(x, ns, make(v, ns), b)[0], gv);
         };
-        check_close(grads[1], numeric_grad(loss_w, wv), 1e-6, 1e-8);
+        check_close(grads[1], numeric_grad(loss_w, wv), {.rtol = 1e-6, .atol = 1e-8});
       }
       if (with_b) {
         auto loss_b = [&](const std::vector<double>& v) {
           return dot(ops::native_layer_norm(x, ns, w, make(v, ns))[0], gv);
         };
-        check_close(grads[2], numeric_grad(loss_b, bv), 1e-6, 1e-8);
+        check_close(grads[2], numeric_grad(loss_b, bv), {.rtol = 1e-6, .atol = 1e-8});
       }
     }
   }
@@ -190,9 +187,9 @@ TEST_CASE("layer_norm_backward sums weight and bias gradients over many rows") {
     c /= static_cast<double>(n);
     for (int64_t j = 0; j < n; ++j) dx.push_back(r.rstd[i] * (gv[i * n + j] * wv[j] - a - r.y[i * n + j] * c));
   }
-  check_close(grads[0], dx, 1e-9, 1e-11);
-  check_close(grads[1], dw, 1e-9, 1e-11);
-  check_close(grads[2], db, 1e-9, 1e-11);
+  check_close(grads[0], dx, {.rtol = 1e-9, .atol = 1e-11});
+  check_close(grads[1], dw, {.rtol = 1e-9, .atol = 1e-11});
+  check_close(grads[2], db, {.rtol = 1e-9, .atol = 1e-11});
 }
 
 TEST_CASE("layer_norm rejects a normalized_shape that does not match the input") {

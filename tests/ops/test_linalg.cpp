@@ -4,9 +4,12 @@
 #include <thread>
 
 #include "graft.h"
+#include "support/check_close.h"
 #include "ops/dnnl_utils.h"
 
 using namespace graft;
+using graft::test::check_close;
+using graft::test::Tolerance;
 
 namespace {
 
@@ -27,15 +30,6 @@ std::vector<double> ref_bmm(const std::vector<double>& a, const std::vector<doub
   return out;
 }
 
-void check_close(const Tensor& got, const std::vector<double>& want, double tol) {
-  std::vector<double> g = values(got);
-  REQUIRE(g.size() == want.size());
-  for (size_t i = 0; i < g.size(); ++i) {
-    INFO("element " << i);
-    CHECK(g[i] == Approx(want[i]).margin(tol).epsilon(tol));
-  }
-}
-
 Tensor randn64(const Shape& s) { return randn(s, dtype(kFloat64)); }
 
 }  // namespace
@@ -46,7 +40,7 @@ TEST_CASE("mm matches a naive triple loop in float32, float64 and int64") {
     Tensor c = ops::mm(a, b);
     CHECK(c.dtype() == dt);
     CHECK(c.sizes() == Shape{5, 3});
-    check_close(c, ref_bmm(values(a), values(b), 1, 5, 7, 3), dt == kFloat32 ? 1e-5 : 1e-12);
+    check_close(c, ref_bmm(values(a), values(b), 1, 5, 7, 3), Tolerance::within(dt == kFloat32 ? 1e-5 : 1e-12));
   }
   Tensor ai = randint(-5, 5, {4, 6}), bi = randint(-5, 5, {6, 2});
   Tensor ci = ops::mm(ai, bi);
@@ -58,7 +52,7 @@ TEST_CASE("mm matches a naive triple loop in float32, float64 and int64") {
 
 TEST_CASE("mm reads transposed and sliced operands in place with the right values") {
   for (DType dt : {kFloat32, kFloat64}) {
-    double tol = dt == kFloat32 ? 1e-5 : 1e-12;
+    const Tolerance tol = Tolerance::within(dt == kFloat32 ? 1e-5 : 1e-12);
     Tensor at = randn({7, 5}, dtype(dt)).t(), bt = randn({3, 7}, dtype(dt)).t();  // [5,7], [7,3]
     CHECK_FALSE(at.is_contiguous());
     check_close(ops::mm(at, bt), ref_bmm(values(at), values(bt), 1, 5, 7, 3), tol);
@@ -83,14 +77,14 @@ TEST_CASE("mm of sizes larger than the loop blocks is exact in float64 and close
   // 300 columns and 150 depth cross the 256-column and 128-depth blocks; 70 rows split over threads.
   Tensor a = randn64({70, 150}), b = randn64({150, 300});
   std::vector<double> want = ref_bmm(values(a), values(b), 1, 70, 150, 300);
-  check_close(ops::mm(a, b), want, 1e-11);
-  check_close(ops::mm(a.t().contiguous().t(), b), want, 1e-11);
-  check_close(ops::mm(ops::to_dtype(a, kFloat32), ops::to_dtype(b, kFloat32)), want, 1e-3);
+  check_close(ops::mm(a, b), want, Tolerance::within(1e-11));
+  check_close(ops::mm(a.t().contiguous().t(), b), want, Tolerance::within(1e-11));
+  check_close(ops::mm(ops::to_dtype(a, kFloat32), ops::to_dtype(b, kFloat32)), want, Tolerance::within(1e-3));
 }
 
 TEST_CASE("bmm multiplies each batch and accepts permuted batch layouts") {
   for (DType dt : {kFloat32, kFloat64}) {
-    double tol = dt == kFloat32 ? 1e-5 : 1e-12;
+    const Tolerance tol = Tolerance::within(dt == kFloat32 ? 1e-5 : 1e-12);
     Tensor a = randn({3, 4, 5}, dtype(dt)), b = randn({3, 5, 2}, dtype(dt));
     Tensor c = ops::bmm(a, b);
     CHECK(c.sizes() == Shape{3, 4, 2});
@@ -126,17 +120,18 @@ TEST_CASE("matmul handles 1-D operands as torch.matmul does") {
       for (int k = 0; k < 3; ++k) s += vv[k] * bv[b * 6 + k * 2 + j];
       want.push_back(s);
     }
-  check_close(vb, want, 1e-12);
+  check_close(vb, want, Tolerance::within(1e-12));
   Tensor bv2 = ops::matmul(randn64({4, 2, 3}), v64);
   CHECK(bv2.sizes() == Shape{4, 2});
   // A strided 1-D operand (every other element).
   Tensor vs = randn({6}).slice(0, 0, 6, 2);
-  check_close(ops::matmul(vs, tensor({1, 1, 1})), {values(vs)[0] + values(vs)[1] + values(vs)[2]}, 1e-5);
+  check_close(ops::matmul(vs, tensor({1, 1, 1})), {values(vs)[0] + values(vs)[1] + values(vs)[2]},
+              Tolerance::within(1e-5));
 }
 
 TEST_CASE("matmul broadcasts batch dimensions like [2,1,3,4] x [5,4,2] -> [2,5,3,2]") {
   for (DType dt : {kFloat32, kFloat64}) {
-    double tol = dt == kFloat32 ? 1e-5 : 1e-12;
+    const Tolerance tol = Tolerance::within(dt == kFloat32 ? 1e-5 : 1e-12);
     Tensor a = randn({2, 1, 3, 4}, dtype(dt)), b = randn({5, 4, 2}, dtype(dt));
     Tensor c = ops::matmul(a, b);
     CHECK(c.sizes() == Shape{2, 5, 3, 2});
@@ -152,7 +147,7 @@ TEST_CASE("matmul broadcasts batch dimensions like [2,1,3,4] x [5,4,2] -> [2,5,3
 
 TEST_CASE("matmul reads expanded (stride 0) batch operands, including both sides expanded") {
   for (DType dt : {kFloat32, kFloat64}) {
-    double tol = dt == kFloat32 ? 1e-5 : 1e-12;
+    const Tolerance tol = Tolerance::within(dt == kFloat32 ? 1e-5 : 1e-12);
     Tensor a = ops::expand(randn({1, 3, 4}, dtype(dt)), {6, 3, 4});
     Tensor b = randn({6, 4, 2}, dtype(dt));
     check_close(ops::matmul(a, b), ref_bmm(values(a), values(b), 6, 3, 4, 2), tol);
@@ -166,7 +161,7 @@ TEST_CASE("matmul reads expanded (stride 0) batch operands, including both sides
 
 TEST_CASE("linear computes x @ w^T + b for any leading dims, with or without bias") {
   for (DType dt : {kFloat32, kFloat64}) {
-    double tol = dt == kFloat32 ? 1e-5 : 1e-12;
+    const Tolerance tol = Tolerance::within(dt == kFloat32 ? 1e-5 : 1e-12);
     Tensor x = randn({2, 3, 4}, dtype(dt)), w = randn({5, 4}, dtype(dt)), b = randn({5}, dtype(dt));
     Tensor y = ops::linear(x, w, b);
     CHECK(y.sizes() == Shape{2, 3, 5});
@@ -202,7 +197,7 @@ TEST_CASE("an MLP-sized float32 linear matches the reference") {
   Tensor x = randn({128, 784}), w = randn({64, 784}), b = randn({64});
   std::vector<double> want = ref_bmm(values(x), values(w.t()), 1, 128, 784, 64), bv = values(b);
   for (size_t i = 0; i < want.size(); ++i) want[i] += bv[i % 64];
-  check_close(ops::linear(x, w, b), want, 1e-3);
+  check_close(ops::linear(x, w, b), want, Tolerance::within(1e-3));
 }
 
 TEST_CASE("matmul with an empty inner dimension gives zeros (plus bias) and empty outer dims give empty results") {

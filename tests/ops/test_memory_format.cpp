@@ -6,22 +6,16 @@
 #include <cmath>
 
 #include "graft.h"
+#include "support/check_close.h"
 #include "ops/conv_pool_params.h"
 
 using namespace graft;
+using graft::test::check_close;
+using graft::test::Tolerance;
 
 namespace {
 
 std::vector<double> values(const Tensor& t) { return ops::to_dtype(t, kFloat64).to_vector<double>(); }
-
-void check_close(const Tensor& got, const Tensor& want, double tol) {
-  REQUIRE(got.sizes() == want.sizes());
-  std::vector<double> g = values(got), w = values(want);
-  for (size_t i = 0; i < g.size(); ++i) {
-    INFO("element " << i);
-    CHECK(g[i] == Approx(w[i]).margin(tol).epsilon(tol));
-  }
-}
 
 bool is_cl(const Tensor& t) {
   return t.suggest_memory_format() == MemoryFormat::ChannelsLast && t.is_contiguous(MemoryFormat::ChannelsLast);
@@ -90,7 +84,7 @@ TEST_CASE("clone keeps a dense layout with Preserve, and is recorded for autogra
   Tensor y = leaf.contiguous(MemoryFormat::ChannelsLast);
   CHECK(is_cl(y));
   (y * y).sum().backward();
-  check_close(leaf.grad(), leaf.detach() * 2, 1e-6);
+  check_close(leaf.grad(), leaf.detach() * 2, Tolerance::within(1e-6));
 }
 
 TEST_CASE("elementwise ops keep channels-last: relu, add, a broadcast bias, and relu's backward") {
@@ -100,16 +94,16 @@ TEST_CASE("elementwise ops keep channels-last: relu, add, a broadcast bias, and 
   Tensor bias = randn({1, 4, 1, 1});
   Tensor r = xc.relu();
   CHECK(is_cl(r));
-  check_close(r, x.relu(), 0);
+  check_close(r, x.relu(), Tolerance::exact());
   Tensor s = xc + xc;
   CHECK(is_cl(s));
-  check_close(s, x + x, 0);
+  check_close(s, x + x, Tolerance::exact());
   Tensor b = xc + bias;
   CHECK(is_cl(b));
-  check_close(b, x + bias, 0);
+  check_close(b, x + bias, Tolerance::exact());
   Tensor m = xc * x;  // mixed layouts: the first input's layout, the right values
   CHECK(is_cl(m));
-  check_close(m, x * x, 0);
+  check_close(m, x * x, Tolerance::exact());
   Tensor e = xc.exp();
   CHECK(is_cl(e));
   // In place keeps the tensor where it is.
@@ -121,13 +115,13 @@ TEST_CASE("elementwise ops keep channels-last: relu, add, a broadcast bias, and 
   }
   CHECK(inplace.data_ptr() == before);
   CHECK(is_cl(inplace));
-  check_close(inplace, x * 2, 0);
+  check_close(inplace, x * 2, Tolerance::exact());
 
   Tensor leaf = x.contiguous(MemoryFormat::ChannelsLast).detach().requires_grad_();
   Tensor up = randn({2, 4, 3, 5}).contiguous(MemoryFormat::ChannelsLast);
   (leaf.relu() * up).sum().backward();
   CHECK(is_cl(leaf.grad()) | leaf.grad().is_contiguous());  // accumulated as given or copied
-  check_close(leaf.grad(), up * sign(x).relu(), 0);
+  check_close(leaf.grad(), up * sign(x).relu(), Tolerance::exact());
 }
 
 TEST_CASE("conv2d on channels-last input: NHWC out, the NCHW values and gradients") {
@@ -160,7 +154,7 @@ TEST_CASE("conv2d on channels-last input: NHWC out, the NCHW values and gradient
       CHECK(yl.suggest_memory_format() == MemoryFormat::ChannelsLast);
       CHECK(yl.is_contiguous(MemoryFormat::ChannelsLast));
       (yl * gy.contiguous(MemoryFormat::ChannelsLast)).sum().backward();
-      double tol = dt == kFloat32 ? 1e-4 : 1e-12;
+      const Tolerance tol = Tolerance::within(dt == kFloat32 ? 1e-4 : 1e-12);
       check_close(yl, yn, tol);
       check_close(xl.grad(), xn.grad(), tol);
       check_close(wl.grad(), wn.grad(), tol);
@@ -245,7 +239,7 @@ TEST_CASE("avg_pool2d on channels-last input: NHWC values, the same gradient") {
       Tensor yn = ops::avg_pool2d(x, c.k, c.s, c.p, c.ceil, c.include_pad);
       Tensor yl = ops::avg_pool2d(xl, c.k, c.s, c.p, c.ceil, c.include_pad);
       CHECK(yl.suggest_memory_format() == MemoryFormat::ChannelsLast);
-      double tol = dt == kFloat32 ? 1e-6 : 1e-14;
+      const Tolerance tol = Tolerance::within(dt == kFloat32 ? 1e-6 : 1e-14);
       check_close(yl, yn, tol);
       Tensor gy = randn(yn.sizes(), TensorOptions{}.dtype(dt));
       Tensor gn = ops::avg_pool2d_backward(gy, x, c.k, c.s, c.p, c.ceil, c.include_pad);
@@ -277,7 +271,7 @@ TEST_CASE("a channels-last CNN step matches the NCHW step") {
     return std::vector<Tensor>{loss.detach(), a.grad(), b.grad(), l.grad()};
   };
   auto n = step(false), c = step(true);
-  for (size_t i = 0; i < n.size(); ++i) check_close(c[i], n[i], 1e-5);
+  for (size_t i = 0; i < n.size(); ++i) check_close(c[i], n[i], Tolerance::within(1e-5));
 }
 
 TEST_CASE("the convolution's reordered weights are cached until the weights change") {
@@ -289,7 +283,7 @@ TEST_CASE("the convolution's reordered weights are cached until the weights chan
   auto s1 = kernels::conv_weight_cache_stats();
   Tensor y2 = ops::conv2d(x, w, {}, {1, 1}, {1, 1});
   auto s2 = kernels::conv_weight_cache_stats();
-  check_close(y2, y1, 0);
+  check_close(y2, y1, Tolerance::exact());
   if (s1.misses == 0) {
     // oneDNN took the plain weights as they are on this CPU: nothing to cache.
     CHECK(s2.hits == 0);
@@ -306,7 +300,7 @@ TEST_CASE("the convolution's reordered weights are cached until the weights chan
     w.mul_(2);
   }
   Tensor y3 = ops::conv2d(x, w, {}, {1, 1}, {1, 1});
-  check_close(y3, y1 * 2, 1e-4);
+  check_close(y3, y1 * 2, Tolerance::within(1e-4));
   auto s3 = kernels::conv_weight_cache_stats();
   if (s1.misses > 0) CHECK(s3.misses == s2.misses + 1);
   // A write through a view of the weights is seen too.
@@ -316,12 +310,13 @@ TEST_CASE("the convolution's reordered weights are cached until the weights chan
   }
   Tensor y4 = ops::conv2d(x, w, {}, {1, 1}, {1, 1});
   CHECK(values(y4.select(1, 0).abs().sum())[0] == 0.0);
-  check_close(y4.slice(1, 1, 32), y3.slice(1, 1, 32), 1e-5);
+  check_close(y4.slice(1, 1, 32), y3.slice(1, 1, 32), Tolerance::within(1e-5));
   // A fresh weight tensor never matches the old entry, even at a recycled address.
   for (int i = 0; i < 3; ++i) {
     Tensor wi = randn({32, 16, 3, 3});
     Tensor xn = x.contiguous();
-    check_close(ops::conv2d(x, wi, {}, {1, 1}, {1, 1}), ops::conv2d(xn, wi, {}, {1, 1}, {1, 1}), 1e-4);
+    check_close(ops::conv2d(x, wi, {}, {1, 1}, {1, 1}), ops::conv2d(xn, wi, {}, {1, 1}, {1, 1}),
+                Tolerance::within(1e-4));
   }
   CHECK(kernels::conv_weight_cache_stats().entries <= 32);
 }
@@ -339,8 +334,8 @@ TEST_CASE("Module::to(ChannelsLast) restrides 4-D parameters in place and the mo
   CHECK(conv->parameters()[1].dim() == 1);                          // the bias is left alone
   Tensor after = conv->forward(x);
   CHECK(after.suggest_memory_format() == MemoryFormat::ChannelsLast);
-  check_close(after, before, 1e-5);
+  check_close(after, before, Tolerance::within(1e-5));
   conv->to(MemoryFormat::Contiguous);
   CHECK(w.suggest_memory_format() == MemoryFormat::Contiguous);
-  check_close(conv->forward(x), before, 1e-5);
+  check_close(conv->forward(x), before, Tolerance::within(1e-5));
 }

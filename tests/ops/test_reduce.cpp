@@ -6,10 +6,16 @@
 #include <random>
 
 #include "graft.h"
+#include "support/check_close.h"
 
 using namespace graft;
+using graft::test::check_close;
+using graft::test::Tolerance;
 
 namespace {
+
+// The float64 kernels against a float64 reference; NaN where the reference has NaN.
+const Tolerance kTight{.rtol = 1e-10, .atol = 1e-12, .equal_nan = true};
 
 const double kNaN = std::numeric_limits<double>::quiet_NaN();
 const double kInf = std::numeric_limits<double>::infinity();
@@ -57,17 +63,6 @@ Shape expected_shape(const Shape& sizes, const std::vector<bool>& reduced, bool 
     else if (keepdim) s.push_back(1);
   }
   return s;
-}
-
-void check_close(const Tensor& t, const std::vector<double>& expect, double rel = 1e-10, double abs = 1e-12) {
-  std::vector<double> got = t.to_vector<double>();
-  REQUIRE(got.size() == expect.size());
-  for (size_t i = 0; i < got.size(); ++i) {
-    INFO("element " << i);
-    if (std::isnan(expect[i])) CHECK(std::isnan(got[i]));
-    else if (std::isinf(expect[i])) CHECK(got[i] == expect[i]);
-    else CHECK(got[i] == Approx(expect[i]).epsilon(rel).margin(abs));
-  }
 }
 
 double ref_sum(const std::vector<double>& g) {
@@ -123,7 +118,7 @@ void check_all_dim_sets(const Tensor& x, const std::vector<double>& xv, const Op
       CHECK(out.sizes() == expected_shape(x.sizes(), red, keepdim));
       std::vector<double> expect;
       for (auto& g : groups(xv, x.sizes(), red)) expect.push_back(ref(g));
-      check_close(out, expect, rel);
+      check_close(out, expect, {.rtol = rel, .atol = 1e-12, .equal_nan = true});
     }
   }
 }
@@ -210,10 +205,10 @@ TEST_CASE("a transposed matrix reduces along its contiguous dim without a wrong 
   // x = b^T: reducing x's dim 0 walks b's rows, reducing dim 1 walks its columns.
   Tensor b = make({1, 2, 3, 4, 5, 6}, {2, 3});
   Tensor x = ops::transpose(b, 0, 1);  // [[1, 4], [2, 5], [3, 6]]
-  check_close(ops::sum(x, {0}), {6, 15});
-  check_close(ops::sum(x, {1}), {5, 7, 9});
-  check_close(ops::amax(x, {0}), {3, 6});
-  check_close(ops::max(x, 1)[1], {1, 1, 1});
+  check_close(ops::sum(x, {0}), {6, 15}, kTight);
+  check_close(ops::sum(x, {1}), {5, 7, 9}, kTight);
+  check_close(ops::amax(x, {0}), {3, 6}, kTight);
+  check_close(ops::max(x, 1)[1], {1, 1, 1}, kTight);
 }
 
 TEST_CASE("sum over the outer dims of a contiguous tensor matches the naive loop (column path)") {
@@ -226,12 +221,12 @@ TEST_CASE("sum over the outer dims of a contiguous tensor matches the naive loop
     auto red = reduced_mask(dims, x.dim());
     std::vector<double> expect;
     for (auto& g : groups(xv, sizes, red)) expect.push_back(ref_sum(g));
-    check_close(ops::sum(x, dims), expect, 1e-9);
+    check_close(ops::sum(x, dims), expect, {.rtol = 1e-9, .atol = 1e-12, .equal_nan = true});
     std::vector<double> expect_mean;
     for (auto& g : groups(xv, sizes, red)) expect_mean.push_back(ref_mean(g));
-    check_close(ops::mean(x, dims, true), expect_mean, 1e-9);
+    check_close(ops::mean(x, dims, true), expect_mean, {.rtol = 1e-9, .atol = 1e-12, .equal_nan = true});
     Tensor xf = ops::to_dtype(x, kFloat32);
-    check_close(ops::sum(xf, dims), expect, 1e-4, 1e-3);
+    check_close(ops::sum(xf, dims), expect, {.rtol = 1e-4, .atol = 1e-3, .equal_nan = true});
   }
 }
 
@@ -245,7 +240,7 @@ TEST_CASE("float32 sums of many elements are accurate") {
   CHECK(ops::mean(x).item<float>() == Approx(0.1f).epsilon(1e-6));
   // The same through the row split of a few long rows and through many short rows.
   Tensor x2 = ops::full({2, n / 2}, 0.1, kFloat32);
-  check_close(ops::sum(x2, {1}), {exact / 2, exact / 2}, 1e-6);
+  check_close(ops::sum(x2, {1}), {exact / 2, exact / 2}, {.rtol = 1e-6, .atol = 1e-12, .equal_nan = true});
   Tensor x3 = ops::full({n / 100, 100}, 0.1, kFloat32);
   CHECK(ops::sum(x3, {0, 1}).item<float>() == Approx(exact).epsilon(1e-6));
   CHECK(ops::var(x2, {1}).to_vector<double>()[0] == Approx(0.0).margin(1e-10));
@@ -260,7 +255,7 @@ TEST_CASE("reductions over rows longer than one chunk match a naive loop") {
   for (const auto& o : floating_ops()) {
     INFO(o.name);
     std::vector<double> expect{o.ref(g[0]), o.ref(g[1])};
-    check_close(o.op(x, {1}, false), expect, 1e-9);
+    check_close(o.op(x, {1}, false), expect, {.rtol = 1e-9, .atol = 1e-12, .equal_nan = true});
   }
 }
 
@@ -318,16 +313,16 @@ TEST_CASE("out of range and duplicate dims are rejected") {
 TEST_CASE("max_dim and min_dim return values and the first index on ties") {
   Tensor x = make({1, 5, 5, 2, 0, 0, 0, 3, -1, 7, -1, 7}, {3, 4});
   auto mx = ops::max(x, 1);
-  check_close(mx[0], {5, 3, 7});
+  check_close(mx[0], {5, 3, 7}, kTight);
   CHECK(mx[1].dtype() == kInt64);
   CHECK(mx[1].to_vector<int64_t>() == std::vector<int64_t>{1, 3, 1});
   auto mn = ops::min(x, -1, true);
   CHECK(mn[0].sizes() == Shape{3, 1});
   CHECK(mn[1].sizes() == Shape{3, 1});
-  check_close(mn[0], {1, 0, -1});
+  check_close(mn[0], {1, 0, -1}, kTight);
   CHECK(mn[1].to_vector<int64_t>() == std::vector<int64_t>{0, 0, 0});
   auto m0 = ops::max(x, 0);
-  check_close(m0[0], {1, 7, 5, 7});
+  check_close(m0[0], {1, 7, 5, 7}, kTight);
   CHECK(m0[1].to_vector<int64_t>() == std::vector<int64_t>{0, 2, 0, 2});
 }
 
@@ -393,7 +388,7 @@ TEST_CASE("reducing an empty dim: sum gives 0, mean NaN, max-like ops throw") {
   Tensor x = ops::zeros({0, 3});
   Tensor s = ops::sum(x, {0});
   CHECK(s.sizes() == Shape{3});
-  check_close(s, {0, 0, 0});
+  check_close(s, {0, 0, 0}, kTight);
   CHECK(ops::sum(x).item<float>() == 0.0f);
   CHECK(std::isnan(ops::mean(x).item<float>()));
   CHECK(ops::sum(x, {1}).sizes() == Shape{0});
@@ -412,10 +407,10 @@ TEST_CASE("reducing an empty dim: sum gives 0, mean NaN, max-like ops throw") {
 
 TEST_CASE("var and std honour the correction") {
   Tensor x = make({1, 2, 3, 4, 10, 20, 30, 40}, {2, 4});
-  check_close(ops::var(x, {1}), {5.0 / 3.0, 500.0 / 3.0});
-  check_close(ops::var(x, {1}, 0), {1.25, 125.0});
-  check_close(ops::std(x, {1}, 0), {std::sqrt(1.25), std::sqrt(125.0)});
-  check_close(ops::var(x, {1}, 2, true), {2.5, 250.0});
+  check_close(ops::var(x, {1}), {5.0 / 3.0, 500.0 / 3.0}, kTight);
+  check_close(ops::var(x, {1}, 0), {1.25, 125.0}, kTight);
+  check_close(ops::std(x, {1}, 0), {std::sqrt(1.25), std::sqrt(125.0)}, kTight);
+  check_close(ops::var(x, {1}, 2, true), {2.5, 250.0}, kTight);
   CHECK(ops::var(x, {1}, 2, true).sizes() == Shape{2, 1});
   CHECK(ops::var(x, {0, 1}).item<double>() == Approx(ref_var({1, 2, 3, 4, 10, 20, 30, 40}, 1)));
   // One element with correction 1 divides by zero: NaN, as PyTorch.
@@ -427,13 +422,13 @@ TEST_CASE("var and std honour the correction") {
 
 TEST_CASE("norm handles p = 2, 1, inf, -inf, 0 and general p") {
   Tensor x = make({3, -4, 0, 1, -2, 2}, {2, 3});
-  check_close(ops::norm(x, 2, {1}), {5.0, 3.0});
-  check_close(ops::norm(x, 1, {1}), {7.0, 5.0});
-  check_close(ops::norm(x, kInf, {1}), {4.0, 2.0});
-  check_close(ops::norm(x, -kInf, {1}), {0.0, 1.0});
-  check_close(ops::norm(x, 0, {1}), {2.0, 3.0});
-  check_close(ops::norm(x, 3, {1}), {std::cbrt(27.0 + 64.0), std::cbrt(1.0 + 8 + 8)});
-  check_close(ops::norm(x, 0.5, {0}), {std::pow(std::sqrt(3.0) + 1, 2), std::pow(2 + std::sqrt(2.0), 2), 2.0});
+  check_close(ops::norm(x, 2, {1}), {5.0, 3.0}, kTight);
+  check_close(ops::norm(x, 1, {1}), {7.0, 5.0}, kTight);
+  check_close(ops::norm(x, kInf, {1}), {4.0, 2.0}, kTight);
+  check_close(ops::norm(x, -kInf, {1}), {0.0, 1.0}, kTight);
+  check_close(ops::norm(x, 0, {1}), {2.0, 3.0}, kTight);
+  check_close(ops::norm(x, 3, {1}), {std::cbrt(27.0 + 64.0), std::cbrt(1.0 + 8 + 8)}, kTight);
+  check_close(ops::norm(x, 0.5, {0}), {std::pow(std::sqrt(3.0) + 1, 2), std::pow(2 + std::sqrt(2.0), 2), 2.0}, kTight);
   CHECK(ops::norm(x).item<double>() == Approx(std::sqrt(9.0 + 16 + 1 + 4 + 4)));
   CHECK(ops::norm(x, 2, {0, 1}, true).sizes() == Shape{1, 1});
 }
@@ -463,13 +458,13 @@ TEST_CASE("sum_to undoes broadcasting") {
   CHECK(a.sizes() == Shape{3, 4});
   std::vector<double> ea;
   for (auto& grp : groups(gv, {2, 3, 4}, {true, false, false})) ea.push_back(ref_sum(grp));
-  check_close(a, ea);
+  check_close(a, ea, kTight);
   // Size-1 dims kept in place, plus leading dims.
   Tensor b = ops::sum_to(g, {3, 1});
   CHECK(b.sizes() == Shape{3, 1});
   std::vector<double> eb;
   for (auto& grp : groups(gv, {2, 3, 4}, {true, false, true})) eb.push_back(ref_sum(grp));
-  check_close(b, eb);
+  check_close(b, eb, kTight);
   Tensor c = ops::sum_to(g, {1, 1, 4});
   CHECK(c.sizes() == Shape{1, 1, 4});
   Tensor d = ops::sum_to(g, {});
@@ -507,9 +502,9 @@ TEST_CASE("reductions of big tensors split over threads give the same result as 
     ev.push_back(ref_var(grp, 1));
     el.push_back(ref_lse(grp));
   }
-  check_close(ops::sum(x, {1}), es, 1e-10);
-  check_close(ops::var(x, {1}), ev, 1e-10);
-  check_close(ops::logsumexp(x, {1}), el, 1e-10);
+  check_close(ops::sum(x, {1}), es, kTight);
+  check_close(ops::var(x, {1}), ev, kTight);
+  check_close(ops::logsumexp(x, {1}), el, kTight);
   auto idx = ops::argmax(x, 1).to_vector<int64_t>();
   for (int64_t r = 0; r < rows; ++r) {
     auto& grp = g[r];
@@ -529,7 +524,7 @@ TEST_CASE("reductions over middle and outer dims of contiguous tensors read tile
       INFO(o.name << " dims " << shape_str(dims));
       std::vector<double> expect;
       for (auto& grp : g) expect.push_back(o.ref(grp));
-      check_close(o.op(x, dims, true), expect);
+      check_close(o.op(x, dims, true), expect, kTight);
     }
   }
   auto g1 = groups(xv, sizes, {false, true, false});
@@ -558,9 +553,8 @@ TEST_CASE("tiled reductions over a long outer dim keep first-occurrence indices 
   Tensor x = make(v, {n, 3});
   CHECK(ops::argmax(x, 0).to_vector<int64_t>() == std::vector<int64_t>{50000, 10, 0});
   CHECK(ops::argmin(x, 0).to_vector<int64_t>() == std::vector<int64_t>{0, 0, 33000});
-  check_close(ops::amax(x, {0}), {2, 1, 0});
-  check_close(ops::sum(x, {0}), {4, 2, -1});
+  check_close(ops::amax(x, {0}), {2, 1, 0}, kTight);
+  check_close(ops::sum(x, {0}), {4, 2, -1}, kTight);
   check_close(ops::var(x, {0}), {8.0 / (n - 1) - 16.0 / n / (n - 1), 2.0 / (n - 1) - 4.0 / n / (n - 1),
-                                 1.0 / (n - 1) - 1.0 / n / (n - 1)},
-              1e-9);
+                                 1.0 / (n - 1) - 1.0 / n / (n - 1)}, {.rtol = 1e-9, .atol = 1e-12, .equal_nan = true});
 }

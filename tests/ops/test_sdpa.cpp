@@ -10,22 +10,15 @@
 #include <string>
 
 #include "graft.h"
+#include "support/check_close.h"
+#include "support/fixtures.h"
 
 using namespace graft;
+using graft::test::check_close;
+using graft::test::safetensors_fixture;
+using graft::test::Tolerance;
 
 namespace {
-
-double max_abs_diff(const Tensor& a, const Tensor& b) {
-  REQUIRE(a.sizes() == b.sizes());
-  std::vector<double> x = a.to(kFloat64).contiguous().to_vector<double>();
-  std::vector<double> y = b.to(kFloat64).contiguous().to_vector<double>();
-  double m = 0;
-  for (size_t i = 0; i < x.size(); ++i) {
-    if (std::isnan(x[i]) || std::isnan(y[i])) return std::numeric_limits<double>::infinity();
-    m = std::max(m, std::abs(x[i] - y[i]));
-  }
-  return m;
-}
 
 struct Result {
   Tensor out, dq, dk, dv;
@@ -46,16 +39,13 @@ Result run(SdpaBackend backend, const Tensor& q0, const Tensor& k0, const Tensor
   return {out.detach(), q.grad(), k.grad(), v.grad()};
 }
 
-void check_same(const Result& a, const Result& b, double tol) {
-  CHECK(max_abs_diff(a.out, b.out) <= tol);
-  CHECK(max_abs_diff(a.dq, b.dq) <= tol);
-  CHECK(max_abs_diff(a.dk, b.dk) <= tol);
-  CHECK(max_abs_diff(a.dv, b.dv) <= tol);
-}
-
-std::map<std::string, Tensor>& fixture() {
-  static std::map<std::string, Tensor> f = nn::load_safetensors(GRAFT_TEST_DATA_DIR "/transformer_fixture.safetensors");
-  return f;
+void check_same(const Result& a, const Result& b, double tol,
+                std::source_location where = std::source_location::current()) {
+  const Tolerance within{.rtol = 0, .atol = tol};
+  check_close(a.out, b.out, within, where);
+  check_close(a.dq, b.dq, within, where);
+  check_close(a.dk, b.dk, within, where);
+  check_close(a.dv, b.dv, within, where);
 }
 
 }  // namespace
@@ -113,25 +103,26 @@ TEST_CASE("fused attention reads broadcast batches and non-contiguous inputs wit
 }
 
 TEST_CASE("scaled_dot_product_attention gives PyTorch 2.15's values") {
-  auto& f = fixture();
+  auto& f = safetensors_fixture("transformer_fixture.safetensors");
+  const Tolerance pytorch{.rtol = 0, .atol = 1e-5};
   Tensor q = f.at("sdpa.q"), k = f.at("sdpa.k"), v = f.at("sdpa.v");
   for (SdpaBackend backend : {SdpaBackend::Flash, SdpaBackend::Math}) {
     INFO((backend == SdpaBackend::Flash ? "flash" : "math"));
     SdpaBackendGuard guard(backend);
-    CHECK(max_abs_diff(scaled_dot_product_attention(q, k, v), f.at("sdpa.out.plain")) < 1e-5);
-    CHECK(max_abs_diff(scaled_dot_product_attention(q, k, v, {}, 0.0, true), f.at("sdpa.out.causal")) < 1e-5);
-    CHECK(max_abs_diff(scaled_dot_product_attention(q, k, v, f.at("sdpa.bool_mask")), f.at("sdpa.out.bool")) < 1e-5);
-    CHECK(max_abs_diff(scaled_dot_product_attention(q, k, v, f.at("sdpa.float_mask")), f.at("sdpa.out.float")) < 1e-5);
-    CHECK(max_abs_diff(scaled_dot_product_attention(q, k, v, {}, 0.0, false, 0.3), f.at("sdpa.out.scale")) < 1e-5);
+    check_close(scaled_dot_product_attention(q, k, v), f.at("sdpa.out.plain"), pytorch);
+    check_close(scaled_dot_product_attention(q, k, v, {}, 0.0, true), f.at("sdpa.out.causal"), pytorch);
+    check_close(scaled_dot_product_attention(q, k, v, f.at("sdpa.bool_mask")), f.at("sdpa.out.bool"), pytorch);
+    check_close(scaled_dot_product_attention(q, k, v, f.at("sdpa.float_mask")), f.at("sdpa.out.float"), pytorch);
+    check_close(scaled_dot_product_attention(q, k, v, {}, 0.0, false, 0.3), f.at("sdpa.out.scale"), pytorch);
     for (const char* kind : {"plain", "bool"}) {
       INFO(kind);
       Tensor ql = q.detach().requires_grad_(), kl = k.detach().requires_grad_(), vl = v.detach().requires_grad_();
       Tensor m = std::string(kind) == "bool" ? f.at("sdpa.bool_mask") : Tensor();
       (scaled_dot_product_attention(ql, kl, vl, m) * f.at("sdpa.grad_out")).sum().backward();
       std::string p = std::string("sdpa.grad.") + kind + ".";
-      CHECK(max_abs_diff(ql.grad(), f.at(p + "q")) < 1e-5);
-      CHECK(max_abs_diff(kl.grad(), f.at(p + "k")) < 1e-5);
-      CHECK(max_abs_diff(vl.grad(), f.at(p + "v")) < 1e-5);
+      check_close(ql.grad(), f.at(p + "q"), pytorch);
+      check_close(kl.grad(), f.at(p + "k"), pytorch);
+      check_close(vl.grad(), f.at(p + "v"), pytorch);
     }
   }
 }
@@ -181,7 +172,7 @@ TEST_CASE("attention dropout keeps the expectation and the math backend takes it
   double mean = out.mean().item<double>();
   CHECK(mean > 0.5);
   CHECK(mean < 1.5);
-  CHECK(max_abs_diff(scaled_dot_product_attention(q, k, v, {}, 0.0), ones({1, 8, 1})) < 1e-5);
+  check_close(scaled_dot_product_attention(q, k, v, {}, 0.0), ones({1, 8, 1}), {.rtol = 0, .atol = 1e-5});
 }
 
 TEST_CASE("fused attention keeps far less memory than the composed version at L = 1024") {
@@ -218,7 +209,7 @@ TEST_CASE("fused attention's output follows the query's layout, so merging heads
     SdpaBackendGuard math(SdpaBackend::Math);
     ref = scaled_dot_product_attention(q, k, v);
   }
-  CHECK(max_abs_diff(out, ref) < 2e-5);
+  check_close(out, ref, {.rtol = 0, .atol = 2e-5});
   // A contiguous query gives a contiguous output.
   CHECK(scaled_dot_product_attention(q.contiguous(), k, v).is_contiguous());
   // The gradients follow their inputs' layouts too (the heads' view backward needs no copy).

@@ -6,10 +6,16 @@
 #include <random>
 
 #include "graft.h"
+#include "support/check_close.h"
 
 using namespace graft;
+using graft::test::check_close;
+using graft::test::Tolerance;
 
 namespace {
+
+// The float64 kernels against a float64 reference.
+const Tolerance kTight{.rtol = 1e-10, .atol = 1e-12};
 
 std::vector<double> random_values(int64_t n, unsigned seed, double scale = 1.0) {
   std::mt19937 gen(seed);
@@ -23,15 +29,6 @@ Tensor make(const std::vector<double>& v, const Shape& s, DType dt = kFloat64) {
   return graft::tensor(v, s, graft::dtype(dt));
 }
 Tensor make_index(const std::vector<int64_t>& v, const Shape& s) { return graft::tensor(v, s); }
-
-void check_close(const Tensor& t, const std::vector<double>& expect, double rel = 1e-10, double abs = 1e-12) {
-  std::vector<double> got = t.to_vector<double>();
-  REQUIRE(got.size() == expect.size());
-  for (size_t i = 0; i < got.size(); ++i) {
-    INFO("element " << i);
-    CHECK(got[i] == Approx(expect[i]).epsilon(rel).margin(abs));
-  }
-}
 
 // Row-major strides of a shape, for the naive loops.
 Shape strides_of(const Shape& s) { return contiguous_strides(s); }
@@ -83,15 +80,15 @@ TEST_CASE("softmax and log_softmax match a naive reference along every dim") {
   auto xv = random_values(60, 1, 3.0);
   for (DType dt : {kFloat64, kFloat32}) {
     Tensor x = make(xv, s, dt);
-    double tol = dt == kFloat64 ? 1e-12 : 1e-5;
+    const Tolerance tol = Tolerance::within(dt == kFloat64 ? 1e-12 : 1e-5);
     for (int64_t dim : {0, 1, 2, -1, -3}) {
       INFO("dim " << dim << " dtype " << dt);
       int64_t d = (dim + 3) % 3;
       Tensor y = ops::softmax(x, dim);
       CHECK(y.dtype() == dt);
       CHECK(y.sizes() == s);
-      check_close(y, ref_softmax(xv, s, d, false), tol, tol);
-      check_close(ops::log_softmax(x, dim), ref_softmax(xv, s, d, true), tol, tol);
+      check_close(y, ref_softmax(xv, s, d, false), tol);
+      check_close(ops::log_softmax(x, dim), ref_softmax(xv, s, d, true), tol);
     }
   }
 }
@@ -108,7 +105,7 @@ TEST_CASE("softmax rows sum to one, including wide inner blocks") {
       for (int64_t d = 0; d < 7; ++d) sum += yv[(o * 7 + d) * 150 + j];
       CHECK(sum == Approx(1.0).epsilon(1e-12));
     }
-  check_close(y, ref_softmax(xv, s, 1, false), 1e-12, 1e-15);
+  check_close(y, ref_softmax(xv, s, 1, false), {.rtol = 1e-12, .atol = 1e-15});
   // A big last-dim softmax goes through the threaded row loop.
   Shape big{300, 1000};
   auto bv = random_values(300 * 1000, 3);
@@ -126,9 +123,9 @@ TEST_CASE("softmax is stable for large logits and reads non-contiguous input") {
   auto y = ops::softmax(x, 1).to_vector<double>();
   double z = 1 + std::exp(1.0) + std::exp(2.0);
   check_close(ops::softmax(x, 1), {1 / z, std::exp(1.0) / z, std::exp(2.0) / z, std::exp(2.0) / z,
-                                   std::exp(1.0) / z, 1 / z});
+                                   std::exp(1.0) / z, 1 / z}, kTight);
   check_close(ops::log_softmax(x, 1), {-std::log(z), 1 - std::log(z), 2 - std::log(z), 2 - std::log(z),
-                                       1 - std::log(z), -std::log(z)});
+                                       1 - std::log(z), -std::log(z)}, kTight);
   Tensor f = make({1000, 1001, 1002}, {3}, kFloat32);
   auto fv = ops::softmax(f, 0).to_vector<float>();
   for (float v : fv) CHECK(std::isfinite(v));
@@ -168,7 +165,7 @@ TEST_CASE("softmax_backward and log_softmax_backward match finite differences in
       auto f = [&](const Tensor& x) { return dot(fwd(x), gv); };
       Tensor out = fwd(make(xv, s));
       Tensor analytic = log ? ops::log_softmax_backward(g, out, dim) : ops::softmax_backward(g, out, dim);
-      check_close(analytic, numeric_grad(f, xv, s), 1e-6, 1e-8);
+      check_close(analytic, numeric_grad(f, xv, s), {.rtol = 1e-6, .atol = 1e-8});
     }
   }
 }
@@ -180,14 +177,14 @@ TEST_CASE("nll_loss matches hand-computed values for each reduction") {
   Tensor t = make_index({2, 0}, {2});
   Tensor none = ops::nll_loss(lp, t, {}, "none");
   CHECK(none.sizes() == Shape{2});
-  check_close(none, {3, 0.5});
+  check_close(none, {3, 0.5}, kTight);
   Tensor sum = ops::nll_loss(lp, t, {}, "sum");
   CHECK(sum.dim() == 0);
   CHECK(sum.item<double>() == Approx(3.5));
   CHECK(ops::nll_loss(lp, t).item<double>() == Approx(1.75));
   // Weights: mean divides by the weights of the targets (3 + 1), not by N.
   Tensor w = make({1, 2, 3}, {3});
-  check_close(ops::nll_loss(lp, t, w, "none"), {9, 0.5});
+  check_close(ops::nll_loss(lp, t, w, "none"), {9, 0.5}, kTight);
   CHECK(ops::nll_loss(lp, t, w, "sum").item<double>() == Approx(9.5));
   CHECK(ops::nll_loss(lp, t, w, "mean").item<double>() == Approx(9.5 / 4));
   Tensor lpf = make({-1, -2, -3, -0.5, -1.5, -2.5}, {2, 3}, kFloat32);
@@ -199,7 +196,7 @@ TEST_CASE("nll_loss matches hand-computed values for each reduction") {
 TEST_CASE("nll_loss skips ignore_index targets in the loss and in the mean's denominator") {
   Tensor lp = make({-1, -2, -3, -0.5, -1.5, -2.5, -4, -5, -6}, {3, 3});
   Tensor t = make_index({2, -100, 1}, {3});
-  check_close(ops::nll_loss(lp, t, {}, "none"), {3, 0, 5});
+  check_close(ops::nll_loss(lp, t, {}, "none"), {3, 0, 5}, kTight);
   CHECK(ops::nll_loss(lp, t).item<double>() == Approx(4.0));
   Tensor w = make({1, 2, 3}, {3});
   CHECK(ops::nll_loss(lp, t, w).item<double>() == Approx((9.0 + 10.0) / 5.0));
@@ -244,13 +241,13 @@ TEST_CASE("nll_loss accepts [C] inputs with a 0-d target and [N, C, d...] inputs
     }
   Tensor none = ops::nll_loss(lp, t, w, "none");
   CHECK(none.sizes() == Shape{2, 2, 2});
-  check_close(none, expect);
+  check_close(none, expect, kTight);
   CHECK(ops::nll_loss(lp, t, w, "sum").item<double>() == Approx(total));
   CHECK(ops::nll_loss(lp, t, w, "mean").item<double>() == Approx(total / wsum));
   // A non-contiguous (transposed) input gives the same numbers.
   Tensor lpt = ops::transpose(ops::contiguous(ops::transpose(lp, 2, 3)), 2, 3);
   REQUIRE_FALSE(lpt.is_contiguous());
-  check_close(ops::nll_loss(lpt, t, w, "none"), expect);
+  check_close(ops::nll_loss(lpt, t, w, "none"), expect, kTight);
 }
 
 TEST_CASE("nll_loss reports bad targets, shapes, weights and reductions") {
@@ -285,7 +282,7 @@ TEST_CASE("nll_loss_backward matches finite differences for each reduction, with
       auto f = [&](const Tensor& lp) { return dot(ops::nll_loss(lp, t, wt, red), gvec); };
       Tensor analytic = ops::nll_loss_backward(g, make(lv, s), t, wt, red, -100);
       CHECK(analytic.sizes() == s);
-      check_close(analytic, numeric_grad(f, lv, s), 1e-6, 1e-8);
+      check_close(analytic, numeric_grad(f, lv, s), {.rtol = 1e-6, .atol = 1e-8});
     }
   }
   // The [N, C, d] layout.
@@ -294,8 +291,7 @@ TEST_CASE("nll_loss_backward matches finite differences for each reduction, with
   Tensor t3 = make_index({1, 2, 0, 0}, {2, 2});
   auto f3 = [&](const Tensor& lp) { return ops::nll_loss(lp, t3, w).item<double>(); };
   check_close(ops::nll_loss_backward(graft::scalar_tensor(1.0, graft::dtype(kFloat64)), make(l3, s3), t3, w, "mean",
-                                     -100),
-              numeric_grad(f3, l3, s3), 1e-6, 1e-8);
+                                     -100), numeric_grad(f3, l3, s3), {.rtol = 1e-6, .atol = 1e-8});
 }
 
 // ---- cross_entropy ----
@@ -307,7 +303,7 @@ TEST_CASE("cross_entropy is log_softmax followed by nll_loss") {
   auto lp = ref_softmax(xv, {4, 3}, 1, true);
   double expect = -(lp[0] + lp[5] + lp[7] + lp[11]) / 4;
   CHECK(ops::cross_entropy(x, t).item<double>() == Approx(expect));
-  check_close(ops::cross_entropy(x, t, {}, "none"), {-lp[0], -lp[5], -lp[7], -lp[11]});
+  check_close(ops::cross_entropy(x, t, {}, "none"), {-lp[0], -lp[5], -lp[7], -lp[11]}, kTight);
   // 1-D logits: the class dim is 0.
   Tensor x1 = make({1, 2, 3}, {3});
   double lse = std::log(std::exp(1.0) + std::exp(2.0) + std::exp(3.0));
@@ -349,7 +345,7 @@ TEST_CASE("cross_entropy with label smoothing matches hand-computed numbers") {
     total += l;
     wsum += w[tv[n]];
   }
-  check_close(ops::cross_entropy(x3, t3, wt, "none", -100, ls), per);
+  check_close(ops::cross_entropy(x3, t3, wt, "none", -100, ls), per, kTight);
   CHECK(ops::cross_entropy(x3, t3, wt, "sum", -100, ls).item<double>() == Approx(total));
   CHECK(ops::cross_entropy(x3, t3, wt, "mean", -100, ls).item<double>() == Approx(total / wsum));
   // Without weights the mean divides by the number of counted targets.
@@ -370,7 +366,7 @@ TEST_CASE("cross_entropy accepts class-probability targets") {
   Tensor y = make({0.2, 0.3, 0.5, 1, 0, 0}, {2, 3});
   auto lp = ref_softmax({1, 2, 3, 0, 0, 0}, {2, 3}, 1, true);
   double l0 = -(0.2 * lp[0] + 0.3 * lp[1] + 0.5 * lp[2]), l1 = -lp[3];
-  check_close(ops::cross_entropy(x, y, {}, "none"), {l0, l1});
+  check_close(ops::cross_entropy(x, y, {}, "none"), {l0, l1}, kTight);
   CHECK(ops::cross_entropy(x, y).item<double>() == Approx((l0 + l1) / 2));
   // Smoothing mixes the targets with the uniform distribution; mean still divides by N.
   double ls = 0.3;
@@ -389,7 +385,7 @@ TEST_CASE("cross_entropy accepts class-probability targets") {
 TEST_CASE("mse_loss computes each reduction and rejects shape mismatches") {
   Tensor a = make({1, 2, 3}, {3});
   Tensor b = make({1, 0, 5}, {3});
-  check_close(ops::mse_loss(a, b, "none"), {0, 4, 4});
+  check_close(ops::mse_loss(a, b, "none"), {0, 4, 4}, kTight);
   CHECK(ops::mse_loss(a, b, "sum").item<double>() == Approx(8.0));
   CHECK(ops::mse_loss(a, b).item<double>() == Approx(8.0 / 3));
   Tensor af = make({1, 2, 3}, {3}, kFloat32);
@@ -397,7 +393,7 @@ TEST_CASE("mse_loss computes each reduction and rejects shape mismatches") {
   // Non-contiguous operands.
   Tensor m = make({1, 2, 3, 4}, {2, 2});
   Tensor mt = ops::transpose(m, 0, 1);  // [[1, 3], [2, 4]]
-  check_close(ops::mse_loss(mt, m, "none"), {0, 1, 1, 0});
+  check_close(ops::mse_loss(mt, m, "none"), {0, 1, 1, 0}, kTight);
   CHECK_THROWS_WITH(ops::mse_loss(a, make({1, 2}, {2})),
                     Catch::Contains("mse_loss") && Catch::Contains("[3]") && Catch::Contains("[2]"));
   CHECK_THROWS_WITH(ops::mse_loss(a, b, "mean_"), Catch::Contains("reduction"));

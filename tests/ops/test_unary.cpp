@@ -11,8 +11,11 @@
 #include <vector>
 
 #include "graft.h"
+#include "support/check_close.h"
 
 using namespace graft;
+using graft::test::check_close;
+using graft::test::Tolerance;
 using Catch::Contains;
 
 namespace {
@@ -28,20 +31,8 @@ Tensor make(const std::vector<double>& v, const Shape& shape, DType d) {
   return graft::tensor(v, shape, graft::dtype(d));
 }
 
-void check_close(const Tensor& got, const std::vector<double>& want, double rtol, double atol) {
-  std::vector<double> g = got.to_vector<double>();
-  REQUIRE(g.size() == want.size());
-  for (size_t i = 0; i < g.size(); ++i) {
-    INFO("element " << i << ": got " << g[i] << ", want " << want[i]);
-    if (std::isnan(want[i])) {
-      CHECK(std::isnan(g[i]));
-    } else if (std::isinf(want[i])) {
-      CHECK(g[i] == want[i]);
-    } else {
-      CHECK(std::abs(g[i] - want[i]) <= atol + rtol * std::abs(want[i]));
-    }
-  }
-}
+// NaN where the reference has NaN.
+const Tolerance kExact{.rtol = 0, .atol = 0, .equal_nan = true};
 
 // Applies `ref` to the values a tensor actually holds (float32-rounded for float32 tensors).
 std::vector<double> reference(const Tensor& x, const std::function<double(double)>& ref) {
@@ -98,8 +89,8 @@ TEST_CASE("every floating unary op matches std math in float32 and float64") {
       Tensor y = c.op(x);
       CHECK(y.dtype() == d);
       CHECK(y.sizes() == Shape{61});
-      if (d == kFloat32) check_close(y, reference(x, c.ref), 2e-6, 1e-6);
-      else check_close(y, reference(x, c.ref), 1e-13, 1e-14);
+      if (d == kFloat32) check_close(y, reference(x, c.ref), {.rtol = 2e-6, .atol = 1e-6, .equal_nan = true});
+      else check_close(y, reference(x, c.ref), {.rtol = 1e-13, .atol = 1e-14, .equal_nan = true});
     }
   }
 }
@@ -119,12 +110,12 @@ TEST_CASE("unary ops keep the shape of multi-dimensional and 0-d inputs") {
 TEST_CASE("special values follow IEEE and PyTorch") {
   double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
   Tensor x = make({-inf, 0.0, -1.0, nan}, {4}, kFloat32);
-  check_close(graft::exp(x), {0.0, 1.0, std::exp(-1.0f), nan}, 1e-6, 0);
-  check_close(graft::log(x), {nan, -inf, nan, nan}, 0, 0);
-  check_close(graft::sqrt(x), {nan, 0.0, nan, nan}, 0, 0);
-  check_close(graft::relu(x), {0.0, 0.0, 0.0, nan}, 0, 0);
-  check_close(graft::sigmoid(make({-1000, 1000}, {2}, kFloat32)), {0.0, 1.0}, 0, 0);
-  check_close(graft::reciprocal(make({0.0}, {1}, kFloat64)), {inf}, 0, 0);
+  check_close(graft::exp(x), {0.0, 1.0, std::exp(-1.0f), nan}, {.rtol = 1e-6, .atol = 0, .equal_nan = true});
+  check_close(graft::log(x), {nan, -inf, nan, nan}, kExact);
+  check_close(graft::sqrt(x), {nan, 0.0, nan, nan}, kExact);
+  check_close(graft::relu(x), {0.0, 0.0, 0.0, nan}, kExact);
+  check_close(graft::sigmoid(make({-1000, 1000}, {2}, kFloat32)), {0.0, 1.0}, kExact);
+  check_close(graft::reciprocal(make({0.0}, {1}, kFloat64)), {inf}, kExact);
 }
 
 TEST_CASE("floating unary ops on int64 and bool inputs give float32") {
@@ -137,9 +128,9 @@ TEST_CASE("floating unary ops on int64 and bool inputs give float32") {
     CHECK(op(i).dtype() == kFloat32);
     CHECK(op(b).dtype() == kFloat32);
   }
-  check_close(graft::sqrt(i), {0, 1, std::sqrt(2.0), 2}, 1e-6, 0);
-  check_close(graft::exp(b), {1, std::exp(1.0)}, 1e-6, 0);
-  check_close(graft::reciprocal(i), {std::numeric_limits<double>::infinity(), 1, 0.5, 0.25}, 0, 0);
+  check_close(graft::sqrt(i), {0, 1, std::sqrt(2.0), 2}, {.rtol = 1e-6, .atol = 0});
+  check_close(graft::exp(b), {1, std::exp(1.0)}, {.rtol = 1e-6, .atol = 0});
+  check_close(graft::reciprocal(i), {std::numeric_limits<double>::infinity(), 1, 0.5, 0.25}, kExact);
 }
 
 TEST_CASE("neg abs sign and relu keep int64 and are exact") {
@@ -186,19 +177,19 @@ TEST_CASE("unary ops read transposed, sliced and expanded inputs correctly") {
   Tensor y = graft::exp(t);
   CHECK(y.sizes() == Shape{4, 3});
   CHECK(y.strides() == t.strides());  // a dense input's layout is kept, as PyTorch (exp(b.t()).stride() == (1, 4))
-  check_close(y, want, 1e-14, 0);
+  check_close(y, want, {.rtol = 1e-14, .atol = 0, .equal_nan = true});
   // a column slice with a step: columns 1 and 3
   Tensor s = base.slice(1, 1, 4, 2);
   want.clear();
   for (int i = 0; i < 3; ++i)
     for (int j : {1, 3}) want.push_back(std::tanh(v[i * 4 + j]));
-  check_close(graft::tanh(s), want, 1e-14, 0);
+  check_close(graft::tanh(s), want, {.rtol = 1e-14, .atol = 0, .equal_nan = true});
   // an expanded row: every row of the result is the same
   Tensor e = make({-1, 0, 2}, {1, 3}, kFloat32).expand({4, 3});
   want.clear();
   for (int i = 0; i < 4; ++i)
     for (double x : {-1.0, 0.0, 2.0}) want.push_back(std::max(x, 0.0));
-  check_close(graft::relu(e), want, 0, 0);
+  check_close(graft::relu(e), want, kExact);
   // a 3-d permutation no dims of which can be merged
   std::vector<double> w = spread(-3, 3, 24);
   Tensor p = make(w, {2, 3, 4}, kFloat64).permute({0, 2, 1});  // [2, 4, 3]
@@ -206,7 +197,7 @@ TEST_CASE("unary ops read transposed, sliced and expanded inputs correctly") {
   for (int i = 0; i < 2; ++i)
     for (int j = 0; j < 4; ++j)
       for (int k = 0; k < 3; ++k) want.push_back(std::abs(w[i * 12 + k * 4 + j]));
-  check_close(graft::abs(p), want, 0, 0);
+  check_close(graft::abs(p), want, kExact);
 }
 
 TEST_CASE("unary ops on large strided tensors match the small loop when split over threads") {
@@ -247,14 +238,14 @@ TEST_CASE("in-place unary ops write through views and bump the version exactly o
   }
   Tensor y = make({0.25, -1.0, 4.0}, {3}, kFloat64);
   ops::sqrt_(y);
-  check_close(y, {0.5, std::numeric_limits<double>::quiet_NaN(), 2.0}, 0, 0);
+  check_close(y, {0.5, std::numeric_limits<double>::quiet_NaN(), 2.0}, kExact);
   y = make({-0.25, 1.0}, {2}, kFloat64);
   y.relu_();
-  check_close(y, {0.0, 1.0}, 0, 0);
+  check_close(y, {0.0, 1.0}, kExact);
   y.exp_();
-  check_close(y, {1.0, std::exp(1.0)}, 1e-15, 0);
+  check_close(y, {1.0, std::exp(1.0)}, {.rtol = 1e-15, .atol = 0});
   ops::neg_(y);
-  check_close(y, {-1.0, -std::exp(1.0)}, 1e-15, 0);
+  check_close(y, {-1.0, -std::exp(1.0)}, {.rtol = 1e-15, .atol = 0});
 }
 
 TEST_CASE("in-place floating ops refuse int64 tensors but relu_ and neg_ accept them") {
@@ -287,11 +278,12 @@ TEST_CASE("pow with a scalar exponent handles the special exponents and integers
   Tensor x = make({0.5, 1.0, 2.0, 3.0}, {4}, kFloat64);
   for (double e : {2.0, 3.0, 0.5, -1.0, -0.5, 0.0, 1.0, 2.5, -1.7}) {
     INFO("exponent " << e);
-    check_close(graft::pow(x, e), reference(x, [e](double v) { return std::pow(v, e); }), 1e-14, 0);
+    check_close(graft::pow(x, e), reference(x, [e](double v) { return std::pow(v, e); }),
+                {.rtol = 1e-14, .atol = 0, .equal_nan = true});
   }
   Tensor f = make({-2.0, 1.5}, {2}, kFloat32);
   CHECK(graft::pow(f, 2).dtype() == kFloat32);
-  check_close(graft::pow(f, 2), {4.0, 2.25}, 0, 0);
+  check_close(graft::pow(f, 2), {4.0, 2.25}, kExact);
 
   Tensor i = graft::tensor(std::vector<int64_t>{-3, 0, 2, 5}, {4});
   Tensor p = graft::pow(i, 3);
@@ -300,7 +292,8 @@ TEST_CASE("pow with a scalar exponent handles the special exponents and integers
   CHECK(graft::pow(i, 0).to_vector<int64_t>() == std::vector<int64_t>{1, 1, 1, 1});
   Tensor pf = graft::pow(i, 0.5);
   CHECK(pf.dtype() == kFloat32);
-  check_close(pf, {std::numeric_limits<double>::quiet_NaN(), 0, std::sqrt(2.0), std::sqrt(5.0)}, 1e-6, 0);
+  check_close(pf, {std::numeric_limits<double>::quiet_NaN(), 0, std::sqrt(2.0), std::sqrt(5.0)},
+              {.rtol = 1e-6, .atol = 0, .equal_nan = true});
   CHECK_THROWS_WITH(graft::pow(i, -1), Contains("pow") && Contains("negative integer powers"));
 
   Tensor b = graft::tensor(std::vector<bool>{true, false}, {2});
@@ -325,10 +318,10 @@ TEST_CASE("threshold_backward passes the gradient where x is above the threshold
   Tensor x = make({-1, 0, 0.5, 2}, {4}, kFloat32);
   Tensor r = ops::threshold_backward(g, x, 0);
   CHECK(r.dtype() == kFloat32);
-  check_close(r, {0, 0, 3, 4}, 0, 0);
-  check_close(ops::threshold_backward(g, x, 1.0), {0, 0, 0, 4}, 0, 0);
+  check_close(r, {0, 0, 3, 4}, kExact);
+  check_close(ops::threshold_backward(g, x, 1.0), {0, 0, 0, 4}, kExact);
   // broadcasting a 0-d gradient
-  check_close(ops::threshold_backward(graft::scalar_tensor(5.0), x, 0), {0, 0, 5, 5}, 0, 0);
+  check_close(ops::threshold_backward(graft::scalar_tensor(5.0), x, 0), {0, 0, 5, 5}, kExact);
 }
 
 TEST_CASE("gelu_backward matches a central difference of gelu") {
@@ -345,7 +338,7 @@ TEST_CASE("gelu_backward matches a central difference of gelu") {
       double fm = graft::gelu(make({xv - h}, {1}, kFloat64), approx).item<double>();
       want.push_back(2.0 * (fp - fm) / (2 * h));
     }
-    check_close(d, want, 1e-7, 1e-8);
+    check_close(d, want, {.rtol = 1e-7, .atol = 1e-8, .equal_nan = true});
   }
   CHECK_THROWS_WITH(ops::gelu_backward(make({1}, {1}, kFloat32), make({1}, {1}, kFloat32), "erf"),
                     Contains("gelu_backward") && Contains("none or tanh"));
@@ -354,8 +347,8 @@ TEST_CASE("gelu_backward matches a central difference of gelu") {
 TEST_CASE("sigmoid_backward and tanh_backward use the saved output") {
   Tensor g = make({1, 2, -1}, {3}, kFloat64);
   Tensor y = make({0.5, 0.25, 0.9}, {3}, kFloat64);
-  check_close(ops::sigmoid_backward(g, y), {0.25, 2 * 0.25 * 0.75, -0.9 * 0.1}, 1e-15, 0);
-  check_close(ops::tanh_backward(g, y), {0.75, 2 * (1 - 0.0625), -(1 - 0.81)}, 1e-15, 0);
+  check_close(ops::sigmoid_backward(g, y), {0.25, 2 * 0.25 * 0.75, -0.9 * 0.1}, {.rtol = 1e-15, .atol = 0});
+  check_close(ops::tanh_backward(g, y), {0.75, 2 * (1 - 0.0625), -(1 - 0.81)}, {.rtol = 1e-15, .atol = 0});
   CHECK_THROWS_WITH(ops::sigmoid_backward(graft::tensor(std::vector<int64_t>{1}, {1}),
                                           graft::tensor(std::vector<int64_t>{1}, {1})),
                     Contains("sigmoid_backward") && Contains("floating"));
@@ -366,12 +359,13 @@ TEST_CASE("silu matches x * sigmoid(x), saturates, and differentiates through it
   Tensor x = make({-2.0, 0.0, 1.0, 3.0}, {4}, kFloat64);
   x.requires_grad_();
   Tensor y = x.silu();
-  check_close(y, {-0.2384058440442351, 0.0, 0.7310585786300049, 2.8577223804673}, 1e-14, 1e-15);
+  check_close(y, {-0.2384058440442351, 0.0, 0.7310585786300049, 2.8577223804673}, {.rtol = 1e-14, .atol = 1e-15});
   CHECK(y.grad_fn()->name() == "SiluBackward");
   y.sum().backward();
-  check_close(x.grad(), {-0.09078424878489547, 0.5, 0.9276705118714869, 1.0881041060151693}, 1e-13, 1e-15);
+  check_close(x.grad(), {-0.09078424878489547, 0.5, 0.9276705118714869, 1.0881041060151693},
+              {.rtol = 1e-13, .atol = 1e-15});
   // exp(-x) overflowing gives -0 (x * sigmoid(x) -> 0), not NaN; large x gives x.
-  check_close(graft::silu(make({-1000.0, 1000.0}, {2}, kFloat32)), {-0.0, 1000.0}, 0, 0);
+  check_close(graft::silu(make({-1000.0, 1000.0}, {2}, kFloat32)), {-0.0, 1000.0}, kExact);
   // Integers compute in float32, as every floating unary op.
   CHECK(graft::silu(graft::tensor(std::vector<int64_t>{1, 2}, {2})).dtype() == kFloat32);
   CHECK_THROWS_WITH(ops::silu(Tensor()), Contains("silu"));
@@ -432,12 +426,12 @@ TEST_CASE("hardswish is x * relu6(x + 3) / 6 with PyTorch's gradient at the kink
   Tensor x = make({-4.0, -3.0, -1.5, 0.0, 1.0, 3.0, 5.0}, {7}, kFloat64);
   x.requires_grad_();
   Tensor y = x.hardswish();
-  check_close(y, {0.0, 0.0, -0.375, 0.0, 2.0 / 3.0, 3.0, 5.0}, 1e-15, 1e-15);
+  check_close(y, {0.0, 0.0, -0.375, 0.0, 2.0 / 3.0, 3.0, 5.0}, {.rtol = 1e-15, .atol = 1e-15});
   CHECK(y.grad_fn()->name() == "HardswishBackward");
   y.sum().backward();
-  check_close(x.grad(), {0.0, -0.5, 0.0, 0.5, 5.0 / 6.0, 1.5, 1.0}, 1e-15, 1e-15);
+  check_close(x.grad(), {0.0, -0.5, 0.0, 0.5, 5.0 / 6.0, 1.5, 1.0}, {.rtol = 1e-15, .atol = 1e-15});
   // PyTorch's formula as written: -inf * relu6(-inf) = -inf * 0 is NaN there too.
-  check_close(graft::hardswish(make({NAN, -INFINITY, INFINITY}, {3}, kFloat32)), {NAN, NAN, INFINITY}, 0, 0);
+  check_close(graft::hardswish(make({NAN, -INFINITY, INFINITY}, {3}, kFloat32)), {NAN, NAN, INFINITY}, kExact);
   CHECK(graft::hardswish(graft::tensor(std::vector<int64_t>{-5, 1}, {2})).dtype() == kFloat32);
   CHECK_THROWS_WITH(ops::hardswish(Tensor()), Contains("hardswish"));
 }

@@ -1,37 +1,27 @@
 #pragma once
-// Test helper: a fresh directory under /tmp (mkdtemp, whose template must end in XXXXXX), removed
-// with everything in it at the end of the test, also after a test made it read-only.
-#include <catch2/catch.hpp>
-
-#include <stdlib.h>
-
-#include <filesystem>
+// A fresh directory for one test, removed with everything in it when the object dies, also after
+// the test made it read-only. mkdtemp makes the name unique, so tests running in parallel (and the
+// cases of one test) never share a directory; the prefix and the process id say whose it is.
 #include <string>
 
 namespace graft::test {
 
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char tmpl[] = "/tmp/graft-test-XXXXXX";
-    REQUIRE(::mkdtemp(tmpl) != nullptr);
-    path = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::permissions(path, std::filesystem::perms::owner_all, ec);
-    std::filesystem::remove_all(path, ec);
-  }
+class TempDir {
+ public:
+  // Under $TMPDIR (else /tmp): "graft-<prefix>-<pid>-XXXXXX".
+  explicit TempDir(const std::string& prefix = "test");
+  ~TempDir();
   TempDir(const TempDir&) = delete;
   TempDir& operator=(const TempDir&) = delete;
-  // Every file and directory below `path`.
-  int entries() const {
-    int n = 0;
-    for (auto it = std::filesystem::recursive_directory_iterator(path);
-         it != std::filesystem::recursive_directory_iterator(); ++it)
-      ++n;
-    return n;
-  }
+
+  const std::string& path() const { return path_; }
+  // path() + "/" + name; creates nothing.
+  std::string file(const std::string& name) const { return path_ + "/" + name; }
+  // How many files and directories are below path(), at any depth.
+  int entries() const;
+
+ private:
+  std::string path_;
 };
 
 }  // namespace graft::test

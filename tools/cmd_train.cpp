@@ -14,9 +14,10 @@
 #include <thread>
 
 #include "graft.h"
-#include "nn/data_loader.h"
-#include "nn/fashion_mnist.h"
-#include "nn/optim.h"
+#include "data/data_loader.h"
+#include "data/fashion_mnist.h"
+#include "optim/optimizer.h"
+#include "optim/lr_scheduler.h"
 #include "nn/serialize.h"
 #include "tools/commands.h"
 #include "tools/memory_timeline.h"

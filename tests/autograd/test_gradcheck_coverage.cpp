@@ -56,8 +56,8 @@ const std::map<std::string, std::string>& not_differentiable() {
       {"max_pool2d", "no-grad fast path; with grad, max_pool2d_with_indices runs"},
       // ops:: only, never behind a differentiable graft:: function: optimizer and running-stat
       // updates, and dispatcher-level forms the public API composes differently.
-      {"addcmul_", "optimizer update (nn/optim.cpp), under no_grad"},
-      {"addcdiv_", "optimizer update (nn/optim.cpp), under no_grad"},
+      {"addcmul_", "optimizer update (optim/optimizer.cpp), under no_grad"},
+      {"addcdiv_", "optimizer update (optim/optimizer.cpp), under no_grad"},
       {"lerp_.Scalar", "optimizer and running-stat update, under no_grad"},
       {"_fused_adam_", "optimizer update, under no_grad"},
       {"_fused_sgd_", "optimizer update, under no_grad"},

@@ -3,9 +3,9 @@
 #include <filesystem>
 
 #include "graft.h"
-#include "nn/fashion_mnist.h"
-#include "nn/idx_reader.h"
-#include "tmp_dir.h"
+#include "data/fashion_mnist.h"
+#include "data/idx_reader.h"
+#include "nn/tmp_dir.h"
 
 using namespace graft;
 using graft_test::error_message;

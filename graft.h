@@ -47,3 +47,7 @@
 #include "data/idx_reader.h"
 #include "data/fashion_mnist.h"
 #include "data/data_loader.h"
+#include "models/model.h"
+#include "models/mlp.h"
+#include "models/cnn.h"
+#include "models/vit.h"

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "graft.h"
+#include "models/model.h"
 #include "data/data_loader.h"
 #include "data/fashion_mnist.h"
 #include "optim/optimizer.h"
@@ -21,7 +22,6 @@
 #include "nn/serialize.h"
 #include "tools/commands.h"
 #include "tools/memory_timeline.h"
-#include "tools/train_models.h"
 #if GRAFT_HAVE_DIST
 #include "dist/ddp.h"
 #include "dist/dist.h"
@@ -245,7 +245,7 @@ Device parse_device(const std::string& d) {
 // The model's forward as one module: the stages plainly, checkpointed, or under a budget plan.
 // DDP wraps this, so the parameters are those of the registered model, in its order.
 struct TrainForward : nn::Module {
-  TrainForward(const TrainModel& tm, std::shared_ptr<nn::AutoCheckpoint> budgeted, std::string checkpoint)
+  TrainForward(const models::Model& tm, std::shared_ptr<nn::AutoCheckpoint> budgeted, std::string checkpoint)
       : stages(tm.stages), budgeted(std::move(budgeted)), checkpoint(std::move(checkpoint)) {
     register_module("model", tm.module);
   }
@@ -285,7 +285,7 @@ int train(const TrainOptions& options, const World& world) {
   if (world.size > 1 && device.is_cuda() && o.device == "cuda") device = Device(DeviceType::CUDA, dist::local_rank());
 #endif
   data::FashionMnist train_set(o.data, true), test_set(o.data, false);
-  TrainModel tm = make_model(o.model);
+  models::Model tm = models::make_model(models::kind_from_name(o.model));
   auto& model = tm.module;
   model->to(device);
   // CPU convolutions run reorder-free on channels-last activations (ops/conv.cpp).
@@ -512,7 +512,7 @@ int run_train(const TrainOptions& options) {
 int run_eval(const std::string& model_name, const std::string& path, const std::string& data_dir, const std::string& dev,
              bool normalize) {
   Device device = parse_device(dev);
-  auto model = make_model(model_name).module;
+  auto model = models::make_model(models::kind_from_name(model_name)).module;
   nn::load(*model, path);
   model->to(device);
   if (device.is_cpu()) model->to(MemoryFormat::ChannelsLast);

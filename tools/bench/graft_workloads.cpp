@@ -98,13 +98,9 @@ std::vector<Figure> bench_engine(int repeat, Device device) {
   return out;
 }
 
-// graft train's MLP (784-256-10 with ReLU) on `device`.
+// graft train's MLP (models::mlp: 784-256-10 with ReLU) on `device`.
 std::shared_ptr<nn::Sequential> train_mlp(Device device) {
-  auto model = std::make_shared<nn::Sequential>();
-  model->push_back(std::make_shared<nn::Flatten>());
-  model->push_back(std::make_shared<nn::Linear>(784, 256));
-  model->push_back(std::make_shared<nn::ReLU>());
-  model->push_back(std::make_shared<nn::Linear>(256, 10));
+  auto model = models::mlp();
   model->to(device);
   return model;
 }
@@ -150,26 +146,21 @@ std::vector<Figure> bench_mlp(int repeat, Device device) {
 }
 
 // cnn_step_ms with NCHW tensors (what a user gets by default) and cnn_channels_last_step_ms with
-// the input and the first conv's weight made channels-last once, outside the step (PyTorch's
-// model.to(memory_format=channels_last) and input.contiguous(memory_format=channels_last); with
-// one input channel the input already is, so the weight decides). Every activation after the first
-// conv stays NHWC, so the convolutions run without activation reorders.
+// the model made channels-last once, outside the step (PyTorch's model.to(memory_format=
+// channels_last) and input.contiguous(memory_format=channels_last); with one input channel the
+// input already is, so the weights decide). Every activation after the first conv stays NHWC, so
+// the convolutions run without activation reorders. The model is graft train's (models::cnn).
 Figure bench_cnn_layout(int repeat, Device device, bool channels_last) {
   manual_seed(0);
-  Tensor c1 = param({32, 1, 3, 3}, 0.33, device), cb1 = param({32}, 0.0, device),
-         c2 = param({64, 32, 3, 3}, 0.059, device), cb2 = param({64}, 0.0, device),
-         f1 = param({128, 3136}, 0.018, device), fb1 = param({128}, 0.0, device), f2 = param({10, 128}, 0.088, device),
-         fb2 = param({10}, 0.0, device);
-  if (channels_last) c1 = c1.detach().clone(MemoryFormat::ChannelsLast).requires_grad_();
-  Adam opt({c1, cb1, c2, cb2, f1, fb1, f2, fb2}, 1e-3);
+  auto model = models::cnn();
+  model->to(device);
+  if (channels_last) model->to(MemoryFormat::ChannelsLast);
+  Adam opt(model->parameters(), 1e-3);
   auto on = TensorOptions{}.device(device);
   Tensor x = randn({64, 1, 28, 28}, on), y = randint(0, 10, {64}, on);
   if (channels_last) x = x.contiguous(MemoryFormat::ChannelsLast);
   auto t = time_ms(device, repeat, 2, [&] {
-    Tensor h = max_pool2d(conv2d(x, c1, cb1, {1, 1}, {1, 1}).relu(), {2, 2});
-    h = max_pool2d(conv2d(h, c2, cb2, {1, 1}, {1, 1}).relu(), {2, 2});
-    h = linear(h.flatten(1), f1, fb1).relu();
-    Tensor loss = cross_entropy(linear(h, f2, fb2), y);
+    Tensor loss = cross_entropy((*model)(x), y);
     loss.backward();
     opt.step();
   });
@@ -428,12 +419,12 @@ std::vector<Figure> bench_sdpa(int L, bool causal, int repeat, Device device) {
   return out;
 }
 
-// One AdamW step (lr 2e-3, weight decay 0.05) of graft train's ViT (nn::VisionTransformer's
-// defaults: patch 7, dim 64, depth 6, 4 heads, MLP 128) on a fixed batch of 128 randn images with
-// random labels, as libtorch_reference.cpp's bench_vit.
+// One AdamW step (lr 2e-3, weight decay 0.05) of graft train's ViT (models::vit: patch 7, dim 64,
+// depth 6, 4 heads, MLP 128) on a fixed batch of 128 randn images with random labels, as
+// libtorch_reference.cpp's bench_vit.
 std::vector<Figure> bench_vit(int repeat, Device device) {
   manual_seed(0);
-  auto model = std::make_shared<nn::VisionTransformer>();
+  auto model = models::vit();
   model->to(device);
   if (device.is_cpu()) model->to(MemoryFormat::ChannelsLast);  // as graft train
   optim::AdamW opt(model->parameters(), 2e-3, {0.9, 0.999}, 1e-8, 0.05);

@@ -19,6 +19,11 @@ Model make_model(Kind kind) {
   GRAFT_ERROR("models: unknown model kind ", static_cast<int>(kind));
 }
 
+void place_on(nn::Module& module, Device device) {
+  module.to(device);
+  if (device.is_cpu()) module.to(MemoryFormat::ChannelsLast);
+}
+
 std::string_view kind_name(Kind kind) {
   switch (kind) {
     case Kind::Mlp: return "mlp";

@@ -34,6 +34,11 @@ struct Model {
 // A fresh model of `kind`, initialised from the global generator (seed it first).
 Model make_model(Kind kind);
 
+// Moves the module to `device`, and on the CPU to channels-last: oneDNN then convolves NHWC
+// activations without reorders (a model without 4-D parameters is unaffected). Parameters keep
+// their identity, so an optimizer built before still works.
+void place_on(nn::Module& module, Device device);
+
 // "mlp", "cnn", "vit": the names the command line uses.
 std::string_view kind_name(Kind kind);
 // Every kind, in the order the command line lists them.

@@ -14,7 +14,7 @@
 #include "graft.h"
 #include "tools/bench/graft_workloads.h"
 #include "tools/commands.h"
-#include "tools/memory_timeline.h"
+#include "train/memory_timeline_chart.h"
 
 namespace graft::tools {
 
@@ -124,7 +124,7 @@ int run_bench(const BenchOptions& o) {
   const std::string& memory_timeline = o.memory_timeline;
   if (!memory_timeline.empty()) {
     // One chart of every matched workload's logged steps; workloads sharing a timeline draw it once.
-    std::vector<TimelineSeries> series;
+    std::vector<train::TimelineSeries> series;
     std::vector<decltype(graft_bench::Workload::timeline)> drawn;
     std::string with;
     for (const auto& w : graft_bench::workloads()) {
@@ -136,7 +136,7 @@ int run_bench(const BenchOptions& o) {
     }
     GRAFT_CHECK(!series.empty(), "bench: --memory-timeline: no workload matched by --filter '", filter,
                 "' has a memory timeline (those that do: ", with, ")");
-    write_memory_timeline(memory_timeline, series);
+    train::write_memory_timeline(memory_timeline, series);
     std::printf("wrote the memory timeline of one step (%zu modes) to %s\n", series.size(), memory_timeline.c_str());
   }
   if (!o.json.empty()) {

@@ -21,7 +21,7 @@
 #include "optim/lr_scheduler.h"
 #include "nn/serialize.h"
 #include "tools/commands.h"
-#include "tools/memory_timeline.h"
+#include "train/memory_timeline_chart.h"
 #if GRAFT_HAVE_DIST
 #include "dist/ddp.h"
 #include "dist/dist.h"
@@ -353,19 +353,19 @@ int train(const TrainOptions& options, const World& world) {
     modes.emplace_back("plain", [&] { return run_model(*tm.stages, x, "none"); });
     if (o.checkpoint != "none") modes.emplace_back("checkpoint " + o.checkpoint, [&] { return run_model(*tm.stages, x, o.checkpoint); });
     if (budgeted) modes.emplace_back("budget " + o.memory_budget, [&] { return (*budgeted)(x); });
-    std::vector<TimelineSeries> series;
+    std::vector<train::TimelineSeries> series;
     Generator& gen = default_generator(device);
     RngState rng = gen.get_state();
     for (auto& [label, forward] : modes) {
       if (label.rfind("budget", 0) == 0) cross_entropy(forward(), y).backward();  // plans outside the log
       for (Tensor& p : model->parameters()) p.mutable_grad() = Tensor();
       gen.set_state(rng);
-      series.push_back(record_timeline(label, device, [&] { cross_entropy(forward(), y).backward(); }));
+      series.push_back(train::record_timeline(label, device, [&] { cross_entropy(forward(), y).backward(); }));
     }
     for (Tensor& p : model->parameters()) p.mutable_grad() = Tensor();
     gen.set_state(rng);
     loader.set_epoch(0);  // the epoch loop starts the loader over
-    write_memory_timeline(o.memory_timeline, series);
+    train::write_memory_timeline(o.memory_timeline, series);
     std::printf("wrote the memory timeline of one step (%zu modes) to %s\n", series.size(), o.memory_timeline.c_str());
   }
   auto forward_module = std::make_shared<TrainForward>(tm, budgeted, o.checkpoint);

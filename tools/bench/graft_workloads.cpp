@@ -623,13 +623,13 @@ std::vector<Figure> bench_deep_mlp_disk(int repeat, Device device) {
 
 // The memory timeline of the deep MLP: one step plain, with checkpoint_sequential(8) (the usual
 // hand-picked mode), under the 25% budget plan, and with every activation on disk.
-std::vector<graft::tools::TimelineSeries> timeline_deep_mlp(Device device) {
+std::vector<graft::train::TimelineSeries> timeline_deep_mlp(Device device) {
   DeepMlp net(device);
   net.step([&](const Tensor& in) { return (*net.model)(in); });  // allocates the grads
   auto logged = [&](const std::string& label, const std::function<Tensor(const Tensor&)>& forward) {
-    return graft::tools::record_timeline(label, device, [&] { net.step(forward); });
+    return graft::train::record_timeline(label, device, [&] { net.step(forward); });
   };
-  std::vector<graft::tools::TimelineSeries> out;
+  std::vector<graft::train::TimelineSeries> out;
   out.push_back(logged("plain", [&](const Tensor& in) { return (*net.model)(in); }));
   int64_t plain_peak = 0;
   for (const auto& e : out.back().events) plain_peak = std::max(plain_peak, e.bytes);

@@ -355,6 +355,37 @@ std::vector<Figure> bench_train_epoch(int repeat, Device device) {
   return {summarize("train_mlp_epoch_s", "s", s[0]), summarize("train_mlp_epoch_keep_grads_s", "s", s[1])};
 }
 
+// The same epoch through train::Trainer (the MLP recipe's defaults, no callbacks) on the same
+// synthetic images: the second of two epochs, its steps' time as the Trainer measures it.
+double trainer_epoch_seconds(Device device) {
+  manual_seed(0);
+  Tensor images = rand({60000, 1, 28, 28}), labels = randint(0, 10, {60000});
+  train::Recipe recipe = train::Recipe::make({{"--epochs", "2"}, {"--device", device.str()}});
+  data::DataLoader loader(images, labels, recipe.batch_size, /*shuffle=*/true, /*drop_last=*/false, recipe.seed);
+  train::Trainer trainer(models::mlp(), loader, recipe);
+  struct LastEpoch : train::TrainerCallback {
+    double seconds = 0;
+    void on_epoch_steps_end(train::TrainerState& s) override { seconds = s.epoch_seconds; }
+  };
+  auto last = std::make_shared<LastEpoch>();
+  trainer.add_callback(last);
+  trainer.fit();
+  return last->seconds;
+}
+
+// train_mlp_epoch_s's loop by hand and through the Trainer, alternating so both see the same
+// machine state: what the Trainer's loop (hooks, state, std::function inputs and loss) costs.
+std::vector<Figure> bench_train_epoch_trainer(int repeat, Device device) {
+  std::vector<double> hand, trainer;
+  for (int r = 0; r < repeat; ++r) {
+    std::vector<std::vector<double>> a;
+    train_epoch_seconds(1, device, false, {true}, a);
+    hand.push_back(a[0][0]);
+    trainer.push_back(trainer_epoch_seconds(device));
+  }
+  return {summarize("train_mlp_epoch_hand_s", "s", hand), summarize("train_mlp_epoch_trainer_s", "s", trainer)};
+}
+
 #if GRAFT_HAVE_DIST
 // The same epoch as train_mlp_epoch_s, bare and then wrapped in DistributedDataParallel at world
 // size 1, alternating so both see the same machine state: the wrapper's own cost.
@@ -657,6 +688,7 @@ const std::vector<Workload>& workloads() {
       {"deep_mlp_budget", bench_deep_mlp_budget, 3, kOnBoth, timeline_deep_mlp},
       {"deep_mlp_disk", bench_deep_mlp_disk, 3, kOnCpu, timeline_deep_mlp},
       {"train_epoch", bench_train_epoch, 3},
+      {"train_epoch_trainer", bench_train_epoch_trainer, 3},
 #if GRAFT_HAVE_DIST
       {"train_epoch_ddp", bench_train_epoch_ddp, 3, kOnCpu},
 #endif

@@ -3,7 +3,7 @@
 #include <limits>
 #include <numeric>
 
-#include "nn/data_loader.h"
+#include "data/data_loader.h"
 #include "runtime/error.h"
 
 namespace graft::dist {

@@ -2,7 +2,7 @@
 //
 // Op by op, Adam reads and writes every element about seven times and pays seven dispatches per
 // parameter; fused, it reads p, g, m, v once and writes p, m, v once. Each element goes through
-// the same float operations, in the same order, as the op-by-op path in nn/optim.cpp (add with
+// the same float operations, in the same order, as the op-by-op path in optim/optimizer.cpp (add with
 // alpha, lerp from the nearer end, mul, addcmul, sqrt, div, add, addcdiv), with every scalar
 // rounded to the tensor's dtype as the ops round it, so both paths give the same bits.
 //

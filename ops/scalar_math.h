@@ -99,7 +99,7 @@ GRAFT_HOST_DEVICE inline void finish_param_grads(const double* pdw, const double
 
 // ---- fused optimizer steps (ops/fused_optim.cpp, cuda/kernels/fused_optim.cu) ----
 // One element of Adam/AdamW and of SGD, with every operation in the order and dtype of the
-// op-by-op update in nn/optim.cpp, so the fused CPU kernel reproduces its bits. Scalars arrive
+// op-by-op update in optim/optimizer.cpp, so the fused CPU kernel reproduces its bits. Scalars arrive
 // already rounded to T, as the ops round their Scalar arguments. The CPU loop passes a copy whose
 // flags are compile-time constants, so the branches fold away and the loop vectorises.
 template <class T>

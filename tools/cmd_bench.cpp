@@ -1,4 +1,5 @@
 // `graft bench`: runs the workloads of tools/bench/graft_workloads.cpp.
+#include <CLI/CLI.hpp>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -13,8 +14,9 @@
 
 #include "graft.h"
 #include "tools/bench/graft_workloads.h"
+#include "tools/cli_validators.h"
 #include "tools/commands.h"
-#include "tools/memory_timeline.h"
+#include "train/memory_timeline_chart.h"
 
 namespace graft::tools {
 
@@ -57,7 +59,16 @@ class BusyProcesses {
   std::vector<pid_t> pids_;
 };
 
-}  // namespace
+struct BenchOptions {
+  std::string filter = ".*";
+  int repeat = 0;        // timed repeats per workload; 0: the workload's default
+  std::string json;      // also write the figures as JSON here
+  int threads = 0;       // intra-op threads; 0: all cores
+  std::string device = "cpu";  // "cpu" or "cuda[:N]"; each device runs the workloads that exist for it
+  std::string memory_timeline;  // also draw one logged step of each matched workload's modes (SVG)
+  bool profile = false;  // print a per-op table (calls, total, mean) after each matched workload
+  bool contended = false;  // run each workload idle, then next to busy processes; print both and the ratio
+};
 
 int run_bench(const BenchOptions& o) {
   const std::string& filter = o.filter;
@@ -124,7 +135,7 @@ int run_bench(const BenchOptions& o) {
   const std::string& memory_timeline = o.memory_timeline;
   if (!memory_timeline.empty()) {
     // One chart of every matched workload's logged steps; workloads sharing a timeline draw it once.
-    std::vector<TimelineSeries> series;
+    std::vector<train::TimelineSeries> series;
     std::vector<decltype(graft_bench::Workload::timeline)> drawn;
     std::string with;
     for (const auto& w : graft_bench::workloads()) {
@@ -136,7 +147,7 @@ int run_bench(const BenchOptions& o) {
     }
     GRAFT_CHECK(!series.empty(), "bench: --memory-timeline: no workload matched by --filter '", filter,
                 "' has a memory timeline (those that do: ", with, ")");
-    write_memory_timeline(memory_timeline, series);
+    train::write_memory_timeline(memory_timeline, series);
     std::printf("wrote the memory timeline of one step (%zu modes) to %s\n", series.size(), memory_timeline.c_str());
   }
   if (!o.json.empty()) {
@@ -145,6 +156,30 @@ int run_bench(const BenchOptions& o) {
     out << graft_bench::figures_json(all);
   }
   return 0;
+}
+
+}  // namespace
+
+Command add_bench_command(CLI::App& app) {
+  auto* bench = app.add_subcommand("bench", "Time the benchmark workloads (name value unit, median of repeats)");
+  auto bo = std::make_shared<BenchOptions>();
+  bench->add_option("--filter", bo->filter, "Regex over workload names (engine, mlp, cnn, matmul1024, matmul4096, elementwise_add, stream_triad, deep_mlp, deep_mlp_budget, deep_mlp_disk, alloc_churn, train_epoch, train_epoch_trainer, train_epoch_ddp, sdpa_*, vit, eval)");
+  bench->add_option("--repeat", bo->repeat, "Timed repeats per workload (default: per workload)")->check(whole_number_at_least(1));
+  bench->add_option("--json", bo->json, "Also write the figures as JSON to this path");
+  bench->add_option("--threads", bo->threads, "Intra-op threads (default: all cores)")->check(whole_number_at_least(1));
+  bench->add_flag("--profile", bo->profile,
+                  "Print a per-op table (calls, total ms, mean us, share of the time) after each workload; its "
+                  "figures then include the profiler's cost");
+  bench->add_flag("--contended", bo->contended,
+                  "Run each workload idle, then again next to one busy process per two cores (CPU-bound loops), "
+                  "and print both figures and their ratio");
+  bench->add_option("--memory-timeline", bo->memory_timeline,
+                    "Also draw the bytes allocated over one step of each matched workload's modes (deep_mlp_budget: "
+                    "plain, checkpoint_sequential, the 25% budget plan, all on disk) to this SVG");
+  bench->add_option("--device", bo->device,
+                    "cpu or cuda[:N]; cuda adds matmul4096 (fp32, tf32) and alloc_churn, drops matmul1024")
+      ->capture_default_str();
+  return {bench, [bo] { return run_bench(*bo); }};
 }
 
 }  // namespace graft::tools

@@ -1,4 +1,5 @@
 // `graft info` and `graft demo`.
+#include <CLI/CLI.hpp>
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <iostream>
@@ -9,6 +10,8 @@
 #include "tools/commands.h"
 
 namespace graft::tools {
+
+namespace {
 
 int run_info() {
   const dnnl_version_t* v = dnnl_version();
@@ -45,6 +48,16 @@ int run_demo() {
   std::cout << "cpu memory: allocated " << s.allocated_bytes << " B, peak " << s.peak_allocated_bytes << " B, "
             << s.num_allocs << " allocs\n";
   return 0;
+}
+
+}  // namespace
+
+Command add_info_command(CLI::App& app) {
+  return {app.add_subcommand("info", "Version, build, devices, library versions and threads"), run_info};
+}
+
+Command add_demo_command(CLI::App& app) {
+  return {app.add_subcommand("demo", "A short tour of the tensor runtime"), run_demo};
 }
 
 }  // namespace graft::tools

@@ -6,7 +6,7 @@
 
 #include "dist/distributed_sampler.h"
 #include "graft.h"
-#include "nn/data_loader.h"
+#include "data/data_loader.h"
 
 // Every case uses the explicit (replicas, rank) constructor: none needs MPI or a launcher.
 

@@ -2,7 +2,7 @@
 #include <cstdint>
 
 #include "fuzz_common.h"
-#include "nn/idx_reader.h"
+#include "data/idx_reader.h"
 #include "runtime/error.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -7,7 +7,7 @@
 # g++ (default: build-h7b, else the first build*/ holding libgraft.so); its libgraft.so is built
 # first unless GRAFT_FUZZ_SKIP_LIB_BUILD=1 (then the existing one is used as is).
 #
-# How the targets are built: the parser sources (nn/safetensors.cpp, nn/idx_reader.cpp) and the
+# How the targets are built: the parser sources (nn/safetensors.cpp, data/idx_reader.cpp) and the
 # target are compiled with clang++ -fsanitize=fuzzer,address,undefined, so the parsers get
 # coverage feedback and ASan/UBSan checks; the rest of graft (tensor factories, runtime) comes
 # from the g++-built libgraft.so, which is ABI-compatible (both use libstdc++). Building all of
@@ -59,7 +59,7 @@ build_target() {  # name sources...
 }
 echo "== compiling fuzz targets with clang++"
 build_target fuzz_safetensors "$ROOT/nn/safetensors.cpp"
-build_target fuzz_idx "$ROOT/nn/idx_reader.cpp"
+build_target fuzz_idx "$ROOT/data/idx_reader.cpp"
 
 status=0
 run_target() {  # name corpus-dir

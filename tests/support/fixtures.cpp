@@ -5,7 +5,7 @@
 #include <iterator>
 #include <stdexcept>
 
-#include "nn/idx_reader.h"
+#include "data/idx_reader.h"
 #include "nn/safetensors.h"
 
 namespace graft::test {

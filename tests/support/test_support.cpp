@@ -8,7 +8,7 @@
 #include <string>
 
 #include "graft.h"
-#include "nn/idx_reader.h"
+#include "data/idx_reader.h"
 #include "support/check_close.h"
 #include "support/fixtures.h"
 #include "support/process.h"

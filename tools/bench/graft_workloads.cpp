@@ -98,13 +98,9 @@ std::vector<Figure> bench_engine(int repeat, Device device) {
   return out;
 }
 
-// graft train's MLP (784-256-10 with ReLU) on `device`.
+// graft train's MLP (models::mlp: 784-256-10 with ReLU) on `device`.
 std::shared_ptr<nn::Sequential> train_mlp(Device device) {
-  auto model = std::make_shared<nn::Sequential>();
-  model->push_back(std::make_shared<nn::Flatten>());
-  model->push_back(std::make_shared<nn::Linear>(784, 256));
-  model->push_back(std::make_shared<nn::ReLU>());
-  model->push_back(std::make_shared<nn::Linear>(256, 10));
+  auto model = models::mlp();
   model->to(device);
   return model;
 }
@@ -150,26 +146,21 @@ std::vector<Figure> bench_mlp(int repeat, Device device) {
 }
 
 // cnn_step_ms with NCHW tensors (what a user gets by default) and cnn_channels_last_step_ms with
-// the input and the first conv's weight made channels-last once, outside the step (PyTorch's
-// model.to(memory_format=channels_last) and input.contiguous(memory_format=channels_last); with
-// one input channel the input already is, so the weight decides). Every activation after the first
-// conv stays NHWC, so the convolutions run without activation reorders.
+// the model made channels-last once, outside the step (PyTorch's model.to(memory_format=
+// channels_last) and input.contiguous(memory_format=channels_last); with one input channel the
+// input already is, so the weights decide). Every activation after the first conv stays NHWC, so
+// the convolutions run without activation reorders. The model is graft train's (models::cnn).
 Figure bench_cnn_layout(int repeat, Device device, bool channels_last) {
   manual_seed(0);
-  Tensor c1 = param({32, 1, 3, 3}, 0.33, device), cb1 = param({32}, 0.0, device),
-         c2 = param({64, 32, 3, 3}, 0.059, device), cb2 = param({64}, 0.0, device),
-         f1 = param({128, 3136}, 0.018, device), fb1 = param({128}, 0.0, device), f2 = param({10, 128}, 0.088, device),
-         fb2 = param({10}, 0.0, device);
-  if (channels_last) c1 = c1.detach().clone(MemoryFormat::ChannelsLast).requires_grad_();
-  Adam opt({c1, cb1, c2, cb2, f1, fb1, f2, fb2}, 1e-3);
+  auto model = models::cnn();
+  model->to(device);
+  if (channels_last) model->to(MemoryFormat::ChannelsLast);
+  Adam opt(model->parameters(), 1e-3);
   auto on = TensorOptions{}.device(device);
   Tensor x = randn({64, 1, 28, 28}, on), y = randint(0, 10, {64}, on);
   if (channels_last) x = x.contiguous(MemoryFormat::ChannelsLast);
   auto t = time_ms(device, repeat, 2, [&] {
-    Tensor h = max_pool2d(conv2d(x, c1, cb1, {1, 1}, {1, 1}).relu(), {2, 2});
-    h = max_pool2d(conv2d(h, c2, cb2, {1, 1}, {1, 1}).relu(), {2, 2});
-    h = linear(h.flatten(1), f1, fb1).relu();
-    Tensor loss = cross_entropy(linear(h, f2, fb2), y);
+    Tensor loss = cross_entropy((*model)(x), y);
     loss.backward();
     opt.step();
   });
@@ -364,6 +355,37 @@ std::vector<Figure> bench_train_epoch(int repeat, Device device) {
   return {summarize("train_mlp_epoch_s", "s", s[0]), summarize("train_mlp_epoch_keep_grads_s", "s", s[1])};
 }
 
+// The same epoch through train::Trainer (the MLP recipe's defaults, no callbacks) on the same
+// synthetic images: the second of two epochs, its steps' time as the Trainer measures it.
+double trainer_epoch_seconds(Device device) {
+  manual_seed(0);
+  Tensor images = rand({60000, 1, 28, 28}), labels = randint(0, 10, {60000});
+  train::Recipe recipe = train::Recipe::make({{"--epochs", "2"}, {"--device", device.str()}});
+  data::DataLoader loader(images, labels, recipe.batch_size, /*shuffle=*/true, /*drop_last=*/false, recipe.seed);
+  train::Trainer trainer(models::mlp(), loader, recipe);
+  struct LastEpoch : train::TrainerCallback {
+    double seconds = 0;
+    void on_epoch_steps_end(train::TrainerState& s) override { seconds = s.epoch_seconds; }
+  };
+  auto last = std::make_shared<LastEpoch>();
+  trainer.add_callback(last);
+  trainer.fit();
+  return last->seconds;
+}
+
+// train_mlp_epoch_s's loop by hand and through the Trainer, alternating so both see the same
+// machine state: what the Trainer's loop (hooks, state, std::function inputs and loss) costs.
+std::vector<Figure> bench_train_epoch_trainer(int repeat, Device device) {
+  std::vector<double> hand, trainer;
+  for (int r = 0; r < repeat; ++r) {
+    std::vector<std::vector<double>> a;
+    train_epoch_seconds(1, device, false, {true}, a);
+    hand.push_back(a[0][0]);
+    trainer.push_back(trainer_epoch_seconds(device));
+  }
+  return {summarize("train_mlp_epoch_hand_s", "s", hand), summarize("train_mlp_epoch_trainer_s", "s", trainer)};
+}
+
 #if GRAFT_HAVE_DIST
 // The same epoch as train_mlp_epoch_s, bare and then wrapped in DistributedDataParallel at world
 // size 1, alternating so both see the same machine state: the wrapper's own cost.
@@ -428,12 +450,12 @@ std::vector<Figure> bench_sdpa(int L, bool causal, int repeat, Device device) {
   return out;
 }
 
-// One AdamW step (lr 2e-3, weight decay 0.05) of graft train's ViT (nn::VisionTransformer's
-// defaults: patch 7, dim 64, depth 6, 4 heads, MLP 128) on a fixed batch of 128 randn images with
-// random labels, as libtorch_reference.cpp's bench_vit.
+// One AdamW step (lr 2e-3, weight decay 0.05) of graft train's ViT (models::vit: patch 7, dim 64,
+// depth 6, 4 heads, MLP 128) on a fixed batch of 128 randn images with random labels, as
+// libtorch_reference.cpp's bench_vit.
 std::vector<Figure> bench_vit(int repeat, Device device) {
   manual_seed(0);
-  auto model = std::make_shared<nn::VisionTransformer>();
+  auto model = models::vit();
   model->to(device);
   if (device.is_cpu()) model->to(MemoryFormat::ChannelsLast);  // as graft train
   optim::AdamW opt(model->parameters(), 2e-3, {0.9, 0.999}, 1e-8, 0.05);
@@ -632,13 +654,13 @@ std::vector<Figure> bench_deep_mlp_disk(int repeat, Device device) {
 
 // The memory timeline of the deep MLP: one step plain, with checkpoint_sequential(8) (the usual
 // hand-picked mode), under the 25% budget plan, and with every activation on disk.
-std::vector<graft::tools::TimelineSeries> timeline_deep_mlp(Device device) {
+std::vector<graft::train::TimelineSeries> timeline_deep_mlp(Device device) {
   DeepMlp net(device);
   net.step([&](const Tensor& in) { return (*net.model)(in); });  // allocates the grads
   auto logged = [&](const std::string& label, const std::function<Tensor(const Tensor&)>& forward) {
-    return graft::tools::record_timeline(label, device, [&] { net.step(forward); });
+    return graft::train::record_timeline(label, device, [&] { net.step(forward); });
   };
-  std::vector<graft::tools::TimelineSeries> out;
+  std::vector<graft::train::TimelineSeries> out;
   out.push_back(logged("plain", [&](const Tensor& in) { return (*net.model)(in); }));
   int64_t plain_peak = 0;
   for (const auto& e : out.back().events) plain_peak = std::max(plain_peak, e.bytes);
@@ -666,6 +688,7 @@ const std::vector<Workload>& workloads() {
       {"deep_mlp_budget", bench_deep_mlp_budget, 3, kOnBoth, timeline_deep_mlp},
       {"deep_mlp_disk", bench_deep_mlp_disk, 3, kOnCpu, timeline_deep_mlp},
       {"train_epoch", bench_train_epoch, 3},
+      {"train_epoch_trainer", bench_train_epoch_trainer, 3},
 #if GRAFT_HAVE_DIST
       {"train_epoch_ddp", bench_train_epoch_ddp, 3, kOnCpu},
 #endif

@@ -5,7 +5,7 @@
 
 #include "runtime/device.h"
 #include "tools/bench/bench_stats.h"
-#include "tools/memory_timeline.h"
+#include "train/memory_timeline_chart.h"
 
 namespace graft_bench {
 
@@ -18,7 +18,7 @@ struct Workload {
   int default_repeat;
   unsigned devices = kOnBoth;
   // For `graft bench --memory-timeline`: one logged step per mode of the workload (null: none).
-  std::vector<graft::tools::TimelineSeries> (*timeline)(graft::Device device) = nullptr;
+  std::vector<graft::train::TimelineSeries> (*timeline)(graft::Device device) = nullptr;
 };
 
 const std::vector<Workload>& workloads();

@@ -1,10 +1,10 @@
-#include "nn/data_loader.h"
+#include "data/data_loader.h"
 
 #include <numeric>
 
 #include "autograd/functional.h"
 #include "autograd/grad_mode.h"
-#include "nn/fashion_mnist.h"
+#include "data/fashion_mnist.h"
 #include "runtime/error.h"
 
 namespace graft::data {

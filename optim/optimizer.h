@@ -1,5 +1,6 @@
 #pragma once
-// graft::optim: SGD, Adam, AdamW and learning-rate schedulers, with PyTorch's update formulas.
+// graft::optim: SGD, Adam and AdamW, with PyTorch's update formulas (the learning-rate schedulers
+// that drive them are in optim/lr_scheduler.h).
 // Updates run in place under NoGradGuard; parameters whose grad is undefined are skipped.
 // Each parameter is updated by one fused kernel (ops::fused_adam_ / fused_sgd_: one pass over
 // parameter, gradient and state instead of ~7 ops); `fused = false` takes the op-by-op path. On the
@@ -69,60 +70,6 @@ class AdamW : public Adam {
  public:
   AdamW(std::vector<Tensor> params, double lr = 1e-3, std::pair<double, double> betas = {0.9, 0.999},
         double eps = 1e-8, double weight_decay = 1e-2);
-};
-
-// Schedulers set the optimizer's lr from the epoch counter; step() advances it by one.
-class LRScheduler {
- public:
-  explicit LRScheduler(Optimizer& optimizer);
-  virtual ~LRScheduler() = default;
-  void step();
-  int64_t last_epoch() const { return last_epoch_; }
-  double get_last_lr() const { return optimizer_.lr(); }
-  double base_lr() const { return base_lr_; }
-
- protected:
-  virtual double lr_at(int64_t epoch) const = 0;
-  Optimizer& optimizer_;
-  double base_lr_;
-  int64_t last_epoch_ = 0;
-};
-
-// lr = base_lr * gamma^(epoch / step_size)
-class StepLR : public LRScheduler {
- public:
-  StepLR(Optimizer& optimizer, int64_t step_size, double gamma = 0.1);
-  int64_t step_size;
-  double gamma;
-
- protected:
-  double lr_at(int64_t epoch) const override;
-};
-
-// lr = eta_min + (base_lr - eta_min) * (1 + cos(pi * epoch / T_max)) / 2
-class CosineAnnealingLR : public LRScheduler {
- public:
-  CosineAnnealingLR(Optimizer& optimizer, int64_t T_max, double eta_min = 0);
-  int64_t T_max;
-  double eta_min;
-
- protected:
-  double lr_at(int64_t epoch) const override;
-};
-
-// Linear warmup, then cosine to eta_min: step e (from 0) runs at
-//   base_lr * (e + 1) / warmup                                          for e < warmup,
-//   eta_min + (base_lr - eta_min) * (1 + cos(pi * (e + 1 - warmup) / (total - warmup))) / 2   after,
-// so no step runs at lr 0 and the last reaches eta_min (PyTorch: SequentialLR of LinearLR and
-// CosineAnnealingLR). The constructor sets step 0's lr.
-class WarmupCosineLR : public LRScheduler {
- public:
-  WarmupCosineLR(Optimizer& optimizer, int64_t warmup_steps, int64_t total_steps, double eta_min = 0);
-  int64_t warmup_steps, total_steps;
-  double eta_min;
-
- protected:
-  double lr_at(int64_t epoch) const override;
 };
 
 }  // namespace graft::optim

@@ -1,8 +1,8 @@
-#include "nn/fashion_mnist.h"
+#include "data/fashion_mnist.h"
 
 #include <filesystem>
 
-#include "nn/idx_reader.h"
+#include "data/idx_reader.h"
 #include "runtime/error.h"
 
 namespace graft::data {

@@ -1,4 +1,4 @@
-#include "tools/memory_timeline.h"
+#include "train/memory_timeline_chart.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -7,7 +7,7 @@
 
 #include "runtime/error.h"
 
-namespace graft::tools {
+namespace graft::train {
 
 namespace {
 
@@ -100,4 +100,4 @@ void write_memory_timeline(const std::string& path, const std::vector<TimelineSe
   GRAFT_CHECK(f.good(), "memory timeline: writing ", path, " failed");
 }
 
-}  // namespace graft::tools
+}  // namespace graft::train

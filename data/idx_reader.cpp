@@ -1,4 +1,4 @@
-#include "nn/idx_reader.h"
+#include "data/idx_reader.h"
 
 #include <algorithm>
 #include <cstdio>

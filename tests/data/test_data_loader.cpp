@@ -4,7 +4,7 @@
 #include <numeric>
 
 #include "graft.h"
-#include "nn/data_loader.h"
+#include "data/data_loader.h"
 
 using namespace graft;
 using Catch::Matchers::Contains;

@@ -7,7 +7,7 @@
 
 #include "runtime/memory_log.h"
 
-namespace graft::tools {
+namespace graft::train {
 
 struct TimelineSeries {
   std::string label;  // "plain", "checkpoint sqrt", "budget 16 MiB"
@@ -22,4 +22,4 @@ TimelineSeries record_timeline(const std::string& label, Device device, const st
 // up: forward left, backward right); the y axis is MiB above the step's start.
 void write_memory_timeline(const std::string& path, const std::vector<TimelineSeries>& series);
 
-}  // namespace graft::tools
+}  // namespace graft::train

@@ -3,8 +3,8 @@
 #include <filesystem>
 
 #include "graft.h"
-#include "nn/fashion_mnist.h"
-#include "nn/idx_reader.h"
+#include "data/fashion_mnist.h"
+#include "data/idx_reader.h"
 #include "support/error_message.h"
 #include "support/fixtures.h"
 #include "support/temp_dir.h"

@@ -1,0 +1,135 @@
+#include "tools/train_job.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <thread>
+
+#include "data/data_loader.h"
+#include "graft.h"
+#include "train/backward_graph.h"
+#include "train/console_log.h"
+#include "train/evaluate_each_epoch.h"
+#include "train/loss_chart.h"
+#include "train/memory_timeline.h"
+#include "train/metrics_csv.h"
+#include "train/op_profile.h"
+#include "train/progress_bar.h"
+#include "train/save_weights.h"
+#include "train/trainer.h"
+#if GRAFT_HAVE_DIST
+#include "dist/ddp_callback.h"
+#include "dist/dist.h"
+#include "dist/distributed_sampler.h"
+#endif
+
+namespace graft::tools {
+
+namespace {
+
+// Ranks other than 0 print nothing (their stdout goes nowhere) and write no files.
+void quiet_other_ranks(TrainJob& job, const train::World& world) {
+  if (world.rank == 0) return;
+  if (std::freopen("/dev/null", "w", stdout) == nullptr) GRAFT_ERROR("train: cannot silence rank ", world.rank);
+  job.save.clear();
+  job.metrics.clear();
+  job.plot.clear();
+  job.graph.clear();
+  job.memory_timeline.clear();
+}
+
+// This rank's share of the global batch; with mpirun --bind-to none each rank would start a thread
+// per core, so the ranks of a node share the cores instead.
+int64_t split_batch(const train::Recipe& r, const train::World& world) {
+  if (world.size == 1) return r.batch_size;
+  GRAFT_CHECK(r.batch_size % world.size == 0, "train: --batch-size ", r.batch_size,
+              " is the global batch and must split evenly over ", world.size, " processes");
+  if (std::getenv("OMP_NUM_THREADS") == nullptr) {
+    const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+    int per_node = local ? std::max(1, std::atoi(local)) : world.size;
+    set_num_threads(std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / per_node));
+  }
+  return r.batch_size / world.size;
+}
+
+void place_device(TrainJob& job, const train::World& world) {
+  GRAFT_CHECK(!job.recipe.device.is_cuda() || cuda_is_available(), "--device ", job.device_text,
+              ": no CUDA device is available (graft was built without CUDA, or there is no GPU)");
+#if GRAFT_HAVE_DIST
+  // One GPU per rank: a bare "cuda" means this rank's local GPU (an explicit cuda:N is kept).
+  if (world.size > 1 && job.recipe.device.is_cuda() && job.device_text == "cuda")
+    job.recipe.device = Device(DeviceType::CUDA, dist::local_rank());
+#endif
+}
+
+// Data-parallel: rank r takes samples r, r + size, ... of the epoch's shuffled order, the same
+// order one process would use, so each step's ranks together see one process's batch.
+data::DataLoader make_loader(const data::FashionMnist& set, const train::Recipe& r, const train::World& world,
+                             int64_t local_batch) {
+#if GRAFT_HAVE_DIST
+  if (world.size > 1)
+    return data::DataLoader(set, local_batch, dist::DistributedSampler(set.size(), true, r.seed), false);
+#endif
+  return data::DataLoader(set, r.batch_size, /*shuffle=*/true, /*drop_last=*/false, r.seed);
+}
+
+// In the order the hooks must run (trainer_callback.h): the timeline's steps before DDP wraps the
+// forward; the profile stopped and the evaluation done before the lines, rows and chart that report it.
+void add_callbacks(train::Trainer& t, const TrainJob& job, const data::FashionMnist& test, const train::World& world) {
+  using namespace train;
+  if (world.rank == 0) t.add_callback(std::make_shared<ProgressBar>());
+  if (job.profile) t.add_callback(std::make_shared<OpProfile>());
+  if (!job.memory_timeline.empty()) t.add_callback(std::make_shared<MemoryTimeline>(job.memory_timeline));
+  t.add_callback(std::make_shared<EvaluateEachEpoch>(test.images(), test.labels(), data::FashionMnist::kNumClasses));
+  t.add_callback(std::make_shared<ConsoleLog>());
+  if (!job.graph.empty()) t.add_callback(std::make_shared<BackwardGraph>(job.graph));
+  if (!job.metrics.empty()) t.add_callback(std::make_shared<MetricsCsv>(job.metrics));
+#if GRAFT_HAVE_DIST
+  t.add_callback(std::make_shared<dist::DDPCallback>(dist::DDPOptions{.poll_during_backward = job.ddp_poll}));
+#endif
+  if (!job.save.empty()) t.add_callback(std::make_shared<SaveWeights>(job.save));
+  if (!job.plot.empty()) t.add_callback(std::make_shared<LossChart>(job.plot));
+}
+
+int train_on(TrainJob job, const train::World& world) {
+  quiet_other_ranks(job, world);
+  const int64_t local_batch = split_batch(job.recipe, world);
+  manual_seed(job.recipe.seed);
+  place_device(job, world);
+  data::FashionMnist train_set(job.data, true), test_set(job.data, false);
+  data::DataLoader loader = make_loader(train_set, job.recipe, world, local_batch);
+  train::Trainer trainer(models::make_model(job.recipe.model), loader, job.recipe, {.world = world});
+  add_callbacks(trainer, job, test_set, world);
+  if (world.size > 1)
+    std::printf("graft train: data-parallel on %d processes (MPI), batch %lld per process\n", world.size,
+                static_cast<long long>(local_batch));
+  std::printf("graft train: %s\n", trainer.recipe().describe().c_str());
+  trainer.fit();
+  return 0;
+}
+
+}  // namespace
+
+int run_train(const TrainJob& job) {
+#if GRAFT_HAVE_DIST
+  train::World world;
+  if (dist::launched_by_mpi()) {
+    dist::init();
+    world = dist::training_world();
+  }
+  try {
+    return train_on(job, world);
+  } catch (const std::exception& e) {
+    if (world.size == 1) throw;
+    // A rank that stops must take the others with it: they would wait in the next all-reduce.
+    std::fprintf(stderr, "graft: error on rank %d of %d: %s\n", world.rank, world.size, e.what());
+    std::fflush(stderr);
+    dist::abort(1);
+  }
+#else
+  return train_on(job, train::World{});
+#endif
+}
+
+}  // namespace graft::tools

@@ -1,0 +1,274 @@
+#include "train/recipe.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <iomanip>
+#include <sstream>
+
+#include "data/fashion_mnist.h"
+#include "runtime/error.h"
+
+namespace graft::train {
+
+std::string_view name(OptimizerKind kind) {
+  switch (kind) {
+    case OptimizerKind::Sgd: return "sgd";
+    case OptimizerKind::Adam: return "adam";
+    case OptimizerKind::AdamW: return "adamw";
+  }
+  return "?";
+}
+
+std::string_view name(Schedule schedule) {
+  switch (schedule) {
+    case Schedule::None: return "none";
+    case Schedule::Cosine: return "cosine";
+    case Schedule::Step: return "step";
+  }
+  return "?";
+}
+
+std::string_view name(Checkpointing mode) {
+  switch (mode) {
+    case Checkpointing::None: return "none";
+    case Checkpointing::Sqrt: return "sqrt";
+    case Checkpointing::Nested: return "nested";
+  }
+  return "?";
+}
+
+namespace {
+
+// The defaults of each model before any flag: graft train's recipes, in one place. (The one
+// default that follows other fields is in make().)
+Recipe model_defaults(models::Kind kind) {
+  Recipe r;
+  r.model = kind;
+  if (kind == models::Kind::Vit) {  // AdamW with decoupled decay, as ViT recipes train
+    r.optimizer = OptimizerKind::AdamW;
+    r.lr = 2e-3;
+    r.weight_decay = 0.05;
+  }
+  return r;
+}
+
+template <class E>
+E parse_enum(const std::string& text, std::initializer_list<E> values) {
+  std::vector<std::string_view> names;
+  for (E v : values) names.push_back(name(v));
+  return *(values.begin() + parse_choice(text, names));
+}
+
+std::vector<std::string_view> model_names() {
+  std::vector<std::string_view> names;
+  for (models::Kind k : models::all_kinds()) names.push_back(models::kind_name(k));
+  return names;
+}
+
+// As --help and the banner print numbers: 4 significant digits, a tiny value as 0.
+std::string number_text(double v) {
+  std::ostringstream os;
+  os << std::setprecision(4) << (std::abs(v) < 1e-12 ? 0.0 : v);
+  return os.str();
+}
+
+struct FieldDef {
+  const char* flag;
+  const char* negation;   // a switch's off flag, or nullptr
+  const char* type_name;  // nullptr for a switch
+  const char* help;
+  void (*set)(Recipe&, const std::string&);
+  std::string (*show)(const Recipe&);  // the value in words, for the defaults --help lists
+  const char* default_note;            // replaces the listed defaults where one needs a condition
+};
+
+const std::vector<FieldDef>& defs() {
+  using R = Recipe;
+  using S = const std::string&;
+  static const std::vector<FieldDef> d{
+      {"--model", nullptr, "{mlp,cnn,vit}",
+       "mlp (784-256-10), cnn (conv32-pool-conv64-pool-fc128-fc10) or vit (patch 7, dim 64, depth 6, 4 heads, MLP "
+       "128, CLS, pre-norm); the flags not given take that model's defaults",
+       [](R& r, S t) { r.model = models::all_kinds()[parse_choice(t, model_names())]; },
+       [](const R& r) { return std::string(models::kind_name(r.model)); }, "default mlp"},
+      {"--epochs", nullptr, "INT", "Epochs, a whole number of at least 1",
+       [](R& r, S t) { r.epochs = parse_whole_number(t, 1); }, [](const R& r) { return std::to_string(r.epochs); },
+       nullptr},
+      {"--batch-size", nullptr, "INT", "Batch size, a whole number of at least 1; data-parallel, the global batch",
+       [](R& r, S t) { r.batch_size = parse_whole_number(t, 1); },
+       [](const R& r) { return std::to_string(r.batch_size); }, nullptr},
+      {"--lr", nullptr, "FLOAT", "Learning rate, a number above 0", [](R& r, S t) { r.lr = parse_number(t, 0, true); },
+       [](const R& r) { return number_text(r.lr); }, nullptr},
+      {"--optimizer", nullptr, "{sgd,adam,adamw}", "sgd (momentum 0.9), adam or adamw",
+       [](R& r, S t) { r.optimizer = parse_enum(t, {OptimizerKind::Sgd, OptimizerKind::Adam, OptimizerKind::AdamW}); },
+       [](const R& r) { return std::string(name(r.optimizer)); }, nullptr},
+      {"--weight-decay", nullptr, "FLOAT",
+       "Weight decay, a number of at least 0; unset, the optimizer's own: 0, or 0.01 for adamw",
+       [](R& r, S t) { r.weight_decay = parse_number(t, 0, false); },
+       [](const R& r) { return r.weight_decay ? number_text(*r.weight_decay) : std::string("unset"); }, nullptr},
+      {"--schedule", nullptr, "{none,cosine,step}",
+       "Learning-rate schedule per step: none, cosine (to 0 over the run) or step (x0.1 each epoch)",
+       [](R& r, S t) { r.schedule = parse_enum(t, {Schedule::None, Schedule::Cosine, Schedule::Step}); },
+       [](const R& r) { return std::string(name(r.schedule)); }, nullptr},
+      {"--warmup-epochs", nullptr, "INT",
+       "Epochs of linear learning-rate warmup before the cosine schedule, a whole number of at least 0 and "
+       "fewer than --epochs",
+       [](R& r, S t) { r.warmup_epochs = parse_whole_number(t, 0); },
+       [](const R& r) { return std::to_string(r.warmup_epochs); },
+       "default 0; 1 for vit when it trains more than one epoch on the cosine schedule"},
+      {"--normalize", "--no-normalize", nullptr,
+       "Standardise pixels with the training set's mean and std (0.2860, 0.3530)",
+       [](R& r, S t) { r.normalize = parse_switch(t); },
+       [](const R& r) { return std::string(r.normalize ? "on" : "off"); }, nullptr},
+      {"--device", nullptr, "TEXT", "cpu, cuda or cuda:N",
+       [](R& r, S t) {
+         try {
+           r.device = Device(t);
+         } catch (const Error&) {
+           GRAFT_ERROR("expected cpu, cuda or cuda:N, got ", t);
+         }
+       },
+       [](const R& r) { return r.device.str(); }, nullptr},
+      {"--checkpoint", nullptr, "{none,sqrt,nested}",
+       "Activation checkpointing of the model's stages: none, sqrt (sqrt(N) segments) or nested (recursive halving)",
+       [](R& r, S t) {
+         r.checkpoint = parse_enum(t, {Checkpointing::None, Checkpointing::Sqrt, Checkpointing::Nested});
+       },
+       [](const R& r) { return std::string(name(r.checkpoint)); }, nullptr},
+      {"--memory-budget", nullptr, "SIZE",
+       "Activation memory budget per step, a size such as 16MiB (B, KiB, MiB, GiB): an automatic checkpoint plan "
+       "fits it, instead of --checkpoint",
+       [](R& r, S t) { r.memory_budget = parse_byte_size(t); },
+       [](const R& r) { return r.memory_budget ? r.memory_budget->text : std::string("unset"); }, nullptr},
+      {"--save-on-cpu", nullptr, nullptr, "Keep saved activations on the CPU (SaveOnCpu)",
+       [](R& r, S t) { r.save_on_cpu = parse_switch(t); },
+       [](const R& r) { return std::string(r.save_on_cpu ? "on" : "off"); }, nullptr},
+      {"--seed", nullptr, "UINT", "Random seed (model initialisation, shuffling), a whole number of at least 0",
+       [](R& r, S t) { r.seed = parse_unsigned(t); }, [](const R& r) { return std::to_string(r.seed); }, nullptr},
+  };
+  return d;
+}
+
+const FieldDef& def(const std::string& flag) {
+  for (const FieldDef& f : defs())
+    if (flag == f.flag) return f;
+  std::vector<std::string_view> flags;
+  for (const FieldDef& f : defs()) flags.push_back(f.flag);
+  GRAFT_ERROR("train: the recipe has no field ", flag, " (its fields: ", words_list(flags), ")");
+}
+
+// "default 0.001 for mlp and cnn, 0.002 for vit", from each model's defaults.
+std::string defaults_text(const FieldDef& f) {
+  if (f.default_note) return f.default_note;
+  std::vector<std::pair<std::string, std::vector<std::string_view>>> groups;  // value, models
+  for (models::Kind k : models::all_kinds()) {
+    std::string v = f.show(Recipe::defaults(k));
+    auto g = std::find_if(groups.begin(), groups.end(), [&](const auto& p) { return p.first == v; });
+    if (g == groups.end()) g = groups.insert(groups.end(), {v, {}});
+    g->second.push_back(models::kind_name(k));
+  }
+  if (groups.size() == 1) return "default " + groups[0].first;
+  std::string s = "default ";
+  for (size_t i = 0; i < groups.size(); ++i) {
+    std::string who = words_list(groups[i].second);
+    if (auto o = who.rfind(" or "); o != std::string::npos) who.replace(o, 4, " and ");
+    s += (i ? ", " : "") + groups[i].first + " for " + who;
+  }
+  return s;
+}
+
+}  // namespace
+
+Recipe Recipe::defaults(models::Kind model) { return make({{"--model", std::string(models::kind_name(model))}}); }
+
+Recipe Recipe::make(const Flags& given) {
+  models::Kind kind = models::Kind::Mlp;
+  bool warmup_given = false;
+  for (const auto& [flag, text] : given) {
+    if (flag == "--model") {
+      Recipe probe;
+      probe.set(flag, text);
+      kind = probe.model;
+    }
+    warmup_given = warmup_given || flag == "--warmup-epochs";
+  }
+  Recipe r = model_defaults(kind);
+  for (const auto& [flag, text] : given) r.set(flag, text);
+  // vit warms up for one epoch, when there is an epoch of cosine schedule left after it.
+  if (kind == models::Kind::Vit && !warmup_given && r.schedule == Schedule::Cosine)
+    r.warmup_epochs = r.epochs > 1 ? 1 : 0;
+  r.validate();
+  return r;
+}
+
+void Recipe::set(const std::string& flag, const std::string& text) {
+  const FieldDef& f = def(flag);
+  try {
+    f.set(*this, text);
+  } catch (const Error& e) {
+    GRAFT_ERROR(flag, ": ", e.what());
+  }
+}
+
+std::string Recipe::check(const std::string& flag, const std::string& text) {
+  Recipe scratch;
+  try {
+    def(flag).set(scratch, text);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return {};
+}
+
+void Recipe::validate() const {
+  GRAFT_CHECK(epochs >= 1, "train: --epochs must be at least 1, got ", epochs);
+  GRAFT_CHECK(batch_size >= 1, "train: --batch-size must be at least 1, got ", batch_size);
+  GRAFT_CHECK(lr > 0 && std::isfinite(lr), "train: --lr must be a number above 0, got ", lr);
+  GRAFT_CHECK(!weight_decay || (*weight_decay >= 0 && std::isfinite(*weight_decay)),
+              "train: --weight-decay must be a number of at least 0, got ", weight_decay.value_or(0));
+  GRAFT_CHECK(warmup_epochs >= 0, "train: --warmup-epochs must be at least 0, got ", warmup_epochs);
+  GRAFT_CHECK(!memory_budget || memory_budget->bytes > 0, "train: --memory-budget must be a positive size, got ",
+              memory_budget ? memory_budget->text : "");
+  GRAFT_CHECK(warmup_epochs == 0 || schedule == Schedule::Cosine, "train: --warmup-epochs ", warmup_epochs,
+              " needs --schedule cosine (got ", name(schedule), ")");
+  GRAFT_CHECK(warmup_epochs < epochs || warmup_epochs == 0, "train: --warmup-epochs ", warmup_epochs,
+              " must be fewer than --epochs ", epochs);
+  GRAFT_CHECK(!memory_budget || checkpoint == Checkpointing::None,
+              "train: --memory-budget plans checkpointing itself; drop --checkpoint ", name(checkpoint));
+}
+
+std::string Recipe::describe() const {
+  std::string wd = weight_decay ? ", weight decay " + number_text(*weight_decay) : "";
+  std::string sched = std::string(name(schedule)) + " schedule";
+  if (warmup_epochs > 0) sched = std::to_string(warmup_epochs) + " warmup epoch(s), then " + sched;
+  const char* format = "model %s, %lld epochs, batch %lld, %s lr %g%s (%s), %s inputs, device %s, checkpoint %s%s, seed %llu";
+  auto print = [&](char* buf, size_t n) {
+    return std::snprintf(buf, n, format, std::string(models::kind_name(model)).c_str(), static_cast<long long>(epochs),
+                         static_cast<long long>(batch_size), std::string(name(optimizer)).c_str(), lr, wd.c_str(),
+                         sched.c_str(), normalize ? "standardised" : "raw [0,1]", device.str().c_str(),
+                         std::string(name(checkpoint)).c_str(), save_on_cpu ? ", save-on-cpu" : "",
+                         static_cast<unsigned long long>(seed));
+  };
+  std::string s(static_cast<size_t>(print(nullptr, 0)), '\0');
+  print(s.data(), s.size() + 1);
+  return s;
+}
+
+Tensor Recipe::prepare_inputs(const Tensor& images) const {
+  Tensor x = images.to(device);
+  return normalize ? (x - data::FashionMnist::kMean) * (1.0 / data::FashionMnist::kStd) : x;
+}
+
+const std::vector<RecipeField>& Recipe::fields() {
+  static const std::vector<RecipeField> fields = [] {
+    std::vector<RecipeField> out;
+    for (const FieldDef& f : defs())
+      out.push_back({f.flag, f.negation ? f.negation : "", f.type_name ? f.type_name : "",
+                     std::string(f.help) + " (" + defaults_text(f) + ")", f.type_name == nullptr});
+    return out;
+  }();
+  return fields;
+}
+
+}  // namespace graft::train

@@ -1,0 +1,140 @@
+#include "train/trainer.h"
+
+#include <algorithm>
+#include <optional>
+
+#include "autograd/functional.h"
+#include "autograd/saved_tensor_hooks.h"
+#include "runtime/allocator.h"
+#include "runtime/error.h"
+#include "train/make_optimizer.h"
+#include "train/staged_forward.h"
+
+namespace graft::train {
+
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+}  // namespace
+
+Trainer::Trainer(models::Model model, data::DataLoader& loader, Recipe recipe, TrainerOptions options)
+    : recipe_(std::move(recipe)), model_(std::move(model)), loader_(loader), world_(std::move(options.world)),
+      set_grads_to_none_(options.set_grads_to_none) {
+  recipe_.validate();
+  GRAFT_CHECK(model_.module != nullptr, "Trainer: no model");
+  GRAFT_CHECK(options.max_steps >= 0, "Trainer: max_steps must be at least 0, got ", options.max_steps);
+  GRAFT_CHECK(!options.scheduler || options.optimizer,
+              "Trainer: a scheduler was given without its optimizer; give both (the scheduler drives that optimizer)");
+  const bool checkpointed = recipe_.checkpoint != Checkpointing::None || recipe_.memory_budget.has_value();
+  GRAFT_CHECK(!checkpointed || model_.stages, "train: --checkpoint and --memory-budget need a model with stages "
+              "(a Sequential, or models::Model{module, stages})");
+  models::place_on(*model_.module, recipe_.device);
+  optimizer_ = options.optimizer ? std::move(options.optimizer) : make_optimizer(recipe_, model_.module->parameters());
+  if (recipe_.memory_budget)
+    budget_ = std::make_shared<nn::AutoCheckpoint>(model_.stages, recipe_.memory_budget->bytes);
+  const int64_t per_epoch = loader_.num_batches(), planned = recipe_.epochs * per_epoch;
+  const int64_t total = options.max_steps > 0 ? std::min(options.max_steps, planned) : planned;
+  scheduler_ = options.scheduler ? std::move(options.scheduler) : make_scheduler(recipe_, *optimizer_, per_epoch, total);
+
+  TrainerState& s = state_;
+  s.recipe = &recipe_;
+  s.device = recipe_.device;
+  s.model = model_.module;
+  s.stages = model_.stages;
+  s.forward = model_.stages ? std::make_shared<StagedForward>(model_, budget_, recipe_.checkpoint) : model_.module;
+  s.budget = budget_.get();
+  s.optimizer = optimizer_.get();
+  s.scheduler = scheduler_.get();
+  s.loader = &loader_;
+  s.world = &world_;
+  s.prepare_inputs = options.prepare_inputs ? std::move(options.prepare_inputs)
+                                            : [r = &recipe_](const Tensor& images) { return r->prepare_inputs(images); };
+  s.loss_fn = options.loss ? std::move(options.loss)
+                           : [](const Tensor& output, const Tensor& target) { return cross_entropy(output, target); };
+  s.epochs = recipe_.epochs;
+  s.max_steps = options.max_steps;
+}
+
+void Trainer::add_callback(std::shared_ptr<TrainerCallback> callback) {
+  GRAFT_CHECK(callback != nullptr, "Trainer::add_callback: null callback");
+  callbacks_.push_back(std::move(callback));
+}
+
+void Trainer::notify(Hook hook) {
+  for (const auto& c : callbacks_) ((*c).*hook)(state_);
+}
+
+void Trainer::fit() {
+  GRAFT_CHECK(!ran_, "Trainer::fit: this trainer has already run; build a new one");
+  ran_ = true;
+  state_.base_cpu_bytes = memory_stats(kCPU).allocated_bytes;
+  notify(&TrainerCallback::on_train_begin);
+  for (int64_t epoch = 0; epoch < state_.epochs && !state_.stop; ++epoch) run_epoch(epoch);
+  notify(&TrainerCallback::on_train_end);
+}
+
+void Trainer::run_epoch(int64_t epoch) {
+  const auto start = Clock::now();
+  TrainerState& s = state_;
+  s.epoch = epoch;
+  s.step = 0;
+  s.epoch_loss_sum = 0;
+  s.epoch_samples = 0;
+  loader_.set_epoch(epoch);
+  s.steps_per_epoch = loader_.num_batches();
+  reset_peak_memory_stats(kCPU);
+  if (s.device.is_cuda()) reset_peak_memory_stats(s.device);
+  notify(&TrainerCallback::on_epoch_begin);
+  while (!s.stop) {
+    auto batch = loader_.next();
+    if (!batch) break;
+    run_step(*batch, start);
+  }
+  finish_epoch(start);
+}
+
+void Trainer::run_step(const data::Batch& batch, Clock::time_point epoch_start) {
+  TrainerState& s = state_;
+  Tensor x = s.prepare_inputs(batch.images), y = batch.labels.to(s.device);
+  s.batch_samples = batch.labels.size(0);
+  notify(&TrainerCallback::on_step_begin);
+  {
+    std::optional<autograd::SaveOnCpu> keep_on_cpu;
+    if (recipe_.save_on_cpu) keep_on_cpu.emplace(s.device.is_cuda());
+    s.loss = s.loss_fn((*s.forward)(x), y);
+  }
+  notify(&TrainerCallback::on_before_backward);
+  optimizer_->zero_grad(set_grads_to_none_);
+  s.loss.backward();
+  notify(&TrainerCallback::on_before_optimizer_step);
+  optimizer_->step();
+  if (scheduler_) scheduler_->step();
+  s.step_loss = s.loss.item<float>();
+  s.epoch_loss_sum += s.step_loss * static_cast<double>(s.batch_samples);
+  s.epoch_samples += s.batch_samples;
+  ++s.step;
+  ++s.global_step;
+  s.epoch_seconds = seconds_since(epoch_start);
+  if (s.max_steps > 0 && s.global_step >= s.max_steps) s.stop = true;
+  notify(&TrainerCallback::on_step_end);
+  s.loss = Tensor();
+}
+
+void Trainer::finish_epoch(Clock::time_point epoch_start) {
+  TrainerState& s = state_;
+  s.epoch_seconds = seconds_since(epoch_start);
+  s.peak_cpu_bytes = std::max(s.peak_cpu_bytes, memory_stats(kCPU).peak_allocated_bytes);
+  if (s.device.is_cuda()) s.peak_device_bytes = std::max(s.peak_device_bytes, memory_stats(s.device).peak_allocated_bytes);
+  notify(&TrainerCallback::on_epoch_steps_end);
+  std::vector<double> sums{s.epoch_loss_sum, static_cast<double>(s.epoch_samples)};
+  world_.sum(sums);  // the train loss over every rank's samples
+  s.train_loss = sums[1] > 0 ? sums[0] / sums[1] : 0;
+  s.train_samples = static_cast<int64_t>(sums[1]);
+  notify(&TrainerCallback::on_epoch_end);
+  ++s.epochs_done;
+}
+
+}  // namespace graft::train

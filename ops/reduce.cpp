@@ -183,22 +183,11 @@ A pairwise_sum(const T* p, int64_t n) {
   return pairwise_sum<A, O>(p, half) + pairwise_sum<A, O>(p + half, n - half);
 }
 
-template <class O>
-inline O finish_sum(auto acc, bool mean, int64_t len) {
-  if (mean) return static_cast<O>(static_cast<double>(acc) / static_cast<double>(len));  // len 0 -> NaN
-  if constexpr (std::is_same_v<O, bool>) return acc != 0;
-  else return static_cast<O>(acc);
-}
-
 template <class T, class O, class A>
-struct SumReducer {
+struct SumReducer : scalar_math::SumWrite<O> {
   using acc_t = A;
-  O* out;
-  bool mean;
-  int64_t len;
   A chunk(const T* p, int64_t n, int64_t) const { return pairwise_sum<A, O>(p, n); }
   void merge(A& a, const A& b) const { a += b; }
-  void write(int64_t i, const A& a) const { out[i] = finish_sum<O>(a, mean, len); }
 };
 
 // data: [len, n] row-major; out[j] = sum over r of data[r, j]. The inner loop runs along a
@@ -214,6 +203,7 @@ void sum_columns(const T* data, int64_t len, int64_t n, O* out, bool mean) {
   };
   // Narrow and tall (e.g. [1e6, 2] summed over dim 0): split the rows and add the partial sums in
   // a fixed order. The split depends on the shape only, so results do not change with threads.
+  const scalar_math::SumWrite<O> writer{out, mean, len};
   int64_t total = len * n;
   if (n < 64 && total > 2 * kGrainSize) {
     int64_t parts = std::min<int64_t>(64, total / kGrainSize);
@@ -225,7 +215,7 @@ void sum_columns(const T* data, int64_t len, int64_t n, O* out, bool mean) {
     for (int64_t j = 0; j < n; ++j) {
       A s = partial[j];
       for (int64_t c = 1; c < parts; ++c) s += partial[c * n + j];
-      out[j] = finish_sum<O>(s, mean, len);
+      writer.write(j, s);
     }
     return;
   }
@@ -233,7 +223,7 @@ void sum_columns(const T* data, int64_t len, int64_t n, O* out, bool mean) {
   parallel_for(0, n, grain, [&](int64_t jb, int64_t je) {
     std::vector<A> acc(static_cast<size_t>(je - jb));
     accumulate(0, len, jb, je, acc.data());
-    for (int64_t j = jb; j < je; ++j) out[j] = finish_sum<O>(acc[j - jb], mean, len);
+    for (int64_t j = jb; j < je; ++j) writer.write(j, acc[j - jb]);
   });
 }
 
@@ -248,7 +238,7 @@ Tensor sum_impl(const Tensor& x, const Shape& dims, bool keepdim, DType out_dtyp
       using A = std::conditional_t<std::is_floating_point_v<O>, double, int64_t>;
       O* o = static_cast<O*>(out.data_ptr());
       if (columns) sum_columns<T, O, A>(static_cast<const T*>(x.data_ptr()), p.len, p.n_out, o, mean);
-      else run_reduction<T>(x, p, SumReducer<T, O, A>{o, mean, p.len});
+      else run_reduction<T>(x, p, SumReducer<T, O, A>{{o, mean, p.len}});
     });
   });
   return out;

@@ -10,6 +10,7 @@
 //    loads, partial sums), never the formula itself.
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "ops/math/device_math.h"
 
@@ -34,6 +35,22 @@ GRAFT_HOST_DEVICE inline int64_t int_pow_signed(int64_t a, int64_t b) {
   if (a == -1) return b % 2 ? -1 : 1;
   return 0;
 }
+
+// Where sum and mean write a reduced row: the accumulator `a` (in A) becomes the output dtype O,
+// divided by the row's length for mean (length 0 gives NaN, as PyTorch), != 0 for bool. Both
+// devices' sum reducers derive from it, so the last rounding of a sum is the same text.
+template <class O>
+struct SumWrite {
+  O* out;
+  bool mean;
+  int64_t len;
+  template <class A>
+  GRAFT_HOST_DEVICE void write(int64_t i, const A& a) const {
+    if (mean) out[i] = static_cast<O>(static_cast<double>(a) / static_cast<double>(len));
+    else if constexpr (std::is_same_v<O, bool>) out[i] = a != 0;
+    else out[i] = static_cast<O>(a);
+  }
+};
 
 // Count, mean and sum of squared deviations of a piece of a row. Two pieces merge with Chan et al.'s
 // formula; `left` is the earlier piece, so the merge order (and so the rounding) is fixed.

@@ -114,24 +114,12 @@ void run_reduce(const void* xv, const ReduceShape& s, const R& r, void* scratch,
 // ---- ops ----
 
 template <class T, class O, class A>
-struct SumOp {
+struct SumOp : scalar_math::SumWrite<O> {
   using acc_t = A;
-  O* out;
-  bool mean;
-  int64_t len;
   __device__ A identity() const { return A(0); }
   // Cast to the output dtype first: sum's dtype argument means "cast, then sum", as PyTorch.
   __device__ A load(T v, int64_t) const { return static_cast<A>(static_cast<O>(v)); }
   __device__ void combine(A& a, const A& b) const { a += b; }
-  __device__ void write(int64_t i, const A& a) const {
-    if constexpr (std::is_floating_point_v<O>) {
-      out[i] = mean ? static_cast<O>(static_cast<double>(a) / static_cast<double>(len)) : static_cast<O>(a);
-    } else if constexpr (std::is_same_v<O, bool>) {
-      out[i] = a != 0;
-    } else {
-      out[i] = static_cast<O>(a);
-    }
-  }
 };
 
 template <bool Max, class T>
@@ -298,7 +286,7 @@ void launch_sum(const void* x, DType xt, void* out, DType ot, bool mean, const R
     with_dtype(ot, "launch_sum", [&](auto otag) {
       using O = decltype(otag);
       using A = std::conditional_t<std::is_floating_point_v<O>, double, int64_t>;
-      run_reduce<T>(x, s, SumOp<T, O, A>{static_cast<O*>(out), mean, s.len}, scratch, stream);
+      run_reduce<T>(x, s, SumOp<T, O, A>{{static_cast<O*>(out), mean, s.len}}, scratch, stream);
     });
   });
 }

@@ -172,13 +172,6 @@ def parse_schema(text: str, where: str):
 # ----------------------------------------------------------------------------------------------
 # The op model
 
-OPTION_KEYS = {
-    "func", "variants", "kernel", "cuda", "cross_device", "node", "check", "nondifferentiable",
-    "composite", "view", "inplace_of", "output_differentiability", "once_differentiable", "doc",
-    "elementwise", "dtype", "out", "cpu_fast_path", "grad_mode", "math_name", "enum", "values",
-    "arg", "cpp", "save", "record_if", "result_saved_after", "api",
-}
-
 
 @dataclass
 class Check:
@@ -199,6 +192,7 @@ class Op:
     family: str
     variants: set[str] = field(default_factory=lambda: {"function"})
     kernel: str = ""            # stem of hand-written kernels; "any NAME": one function for every device
+    shared: str = ""            # the kernel is a shared template over a device's part ({dev}, {Dev}, {args})
     cuda: str | None = None     # why there is no CUDA kernel (None: there is one)
     cross_device: bool = False
     node: str = ""              # backward node name
@@ -293,6 +287,10 @@ def make_op(items, where, family) -> Op:
             op.variants = {v.strip() for v in value.split(",") if v.strip()}
         elif key == "kernel":
             op.kernel = value
+        elif key == "shared":
+            if "{args}" not in value:
+                raise DeclError(f"{w}: 'shared:' is a call with {{args}} where the op's arguments go")
+            op.shared = value
         elif key == "cuda":
             op.cuda = value
         elif key == "cross_device":
@@ -619,7 +617,7 @@ def gen_kernels_h(ops: list[Op], types: Types, device: str) -> str:
            f'#include "{guard}"', "", f"namespace graft::{ns} {{"]
     anys = set()
     for op in dispatched(ops):
-        if not has_device_kernel(op, device) or op.elementwise:
+        if not has_device_kernel(op, device) or op.elementwise or op.shared:
             continue
         fn = kernel_fn(op, device)
         if op.kernel.startswith("any "):
@@ -653,10 +651,11 @@ def elementwise_pieces(op: Op, types: Types):
 def gen_registration(ops: list[Op], types: Types, device: str) -> str:
     DEV = device.upper()
     if device == "cpu":
-        inc = ['#include "ops/cpu_kernels.h"', '#include "ops/elementwise_cpu.h"']
+        inc = ['#include "ops/cpu_kernels.h"', '#include "ops/cpu_parts.h"', '#include "ops/elementwise_cpu.h"']
         ns = "kernels"
     else:
-        inc = ['#include "cuda/cuda_context.h"', '#include "cuda/cuda_kernels.h"', '#include "cuda/elementwise_cuda.h"',
+        inc = ['#include "cuda/cuda_context.h"', '#include "cuda/cuda_kernels.h"', '#include "cuda/cuda_parts.h"',
+               '#include "cuda/elementwise_cuda.h"',
                '#include "cuda/elementwise_table.h"', '#include "ops/elementwise_plan.h"', '#include "ops/binary_plan.h"',
                '#include "ops/math/elementwise_math.h"', '#include "ops/scalar_arg.h"', '#include "ops/unary_plan.h"']
         ns = "cuda"
@@ -686,6 +685,13 @@ def gen_registration(ops: list[Op], types: Types, device: str) -> str:
         else:
             out.append(f"  return kernels::elementwise_op<math::{op.elementwise}>({cpp_str(op.name)}, r, {{{inputs}}}, {run});")
         out.append("}")
+    # Kernels the family's plan shares across devices: one template, instantiated with this
+    # device's part (its matmul core, its max-pool loop), so no device file repeats the wrapper.
+    for op in dispatched(ops):
+        if not op.shared or not has_device_kernel(op, device):
+            continue
+        call = op.shared.format(dev=device, Dev=device.capitalize(), args=arg_names(op))
+        out.append(f"{types.kernel_ret(op)} {op.stem}_{device}({params(op, types, 'kernel', False)}) {{ return {call}; }}")
     out.append("\n}  // namespace\n")
     for op in dispatched(ops):
         if not has_device_kernel(op, device):

@@ -17,6 +17,7 @@
 #include "cuda/cublas_gemm.h"
 #include "cuda/cuda_context.h"
 #include "cuda/cuda_kernels.h"
+#include "cuda/cuda_parts.h"
 #include "cuda/kernels/matmul_int.h"
 #include "ops/kernel_utils.h"
 #include "ops/matmul_plan.h"
@@ -148,25 +149,14 @@ void matmul_core(MatOperand a, MatOperand b, const Shape& out_sizes, const Tenso
   }
 }
 
-// ---- kernels: the shared half (ops/matmul_plan.h) over the cuBLAS core ----
-
 Tensor contiguous_on_device(const Tensor& t) { return kernels::contiguous_as(t); }
-const MatmulBackend kCudaMatmul{matmul_core, contiguous_on_device};
 
 }  // namespace
 }  // namespace kernels
 
 namespace cuda {
-namespace {
-using Gpu = kernels::MatmulKernels<kernels::kCudaMatmul>;
-}  // namespace
-
-// ---- kernels (declared in cuda/cuda_kernels.h, registered from codegen/ops/linalg.yaml) ----
-Tensor mm_cuda(const Tensor& a, const Tensor& b) { return Gpu::mm(a, b); }
-Tensor bmm_cuda(const Tensor& a, const Tensor& b) { return Gpu::bmm(a, b); }
-Tensor mm_accumulate_cuda(const Tensor& self, const Tensor& a, const Tensor& b) { return Gpu::mm_accumulate(self, a, b); }
-Tensor matmul_cuda(const Tensor& a, const Tensor& b) { return Gpu::matmul(a, b); }
-Tensor linear_cuda(const Tensor& x, const Tensor& w, const Tensor& bias) { return Gpu::linear(x, w, bias); }
-
+// The CUDA part of the shared matmul kernels (ops/matmul_plan.h): the cuBLAS core. The kernels
+// themselves are generated from codegen/ops/linalg.yaml's `shared:` lines.
+const kernels::MatmulBackend kCudaMatmul{kernels::matmul_core, kernels::contiguous_on_device};
 }  // namespace cuda
 }  // namespace graft

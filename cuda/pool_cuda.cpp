@@ -5,6 +5,7 @@
 #include <type_traits>
 
 #include "cuda/cuda_kernels.h"
+#include "cuda/cuda_parts.h"
 #include "cuda/cuda_context.h"
 #include "cuda/kernels/pool.h"
 #include "ops/conv_pool_params.h"
@@ -21,21 +22,6 @@ cuda::PoolGeometry geometry(const PoolParams& p) {
   return {p.planes(), p.H, p.W, p.OH, p.OW, p.kh, p.kw, p.sh, p.sw, p.ph, p.pw, p.dh, p.dw};
 }
 
-// ---- max ----
-
-// x [planes, H, W] -> out, ind [planes, OH, OW]; indices only when `ind` is given.
-void max_pool_fill_cuda(const PoolParams& p, const Tensor& x, const Tensor& out, const Tensor* ind) {
-  cuda::DeviceGuard guard(x.device().index);
-  cudaStream_t stream = cuda::current_stream();
-  dispatch_dtype(x.dtype(), "max_pool2d", [&]<class T>() {
-    if constexpr (!std::is_same_v<T, bool>)
-      cuda::launch_max_pool2d<T>(static_cast<const T*>(x.data_ptr()), static_cast<T*>(out.data_ptr()),
-                                 ind ? ind->data_ptr<int64_t>() : nullptr, geometry(p), stream);
-  });
-}
-
-// ---- average ----
-
 }  // namespace
 
 }  // namespace kernels
@@ -43,15 +29,20 @@ void max_pool_fill_cuda(const PoolParams& p, const Tensor& x, const Tensor& out,
 namespace cuda {
 using namespace kernels;
 
-// ---- kernels (declared in cuda/cuda_kernels.h, registered from the op declarations) ----
+// The CUDA part of the shared max-pool kernels (declared in cuda/cuda_parts.h; max_pool2d and
+// max_pool2d_with_indices are generated over it):
+// x [planes, H, W] -> out, ind [planes, OH, OW]; indices only when `ind` is given.
+void max_pool_fill_cuda(const PoolParams& p, const Tensor& x, const Tensor& out, const Tensor* ind) {
+  DeviceGuard guard(x.device().index);
+  cudaStream_t stream = current_stream();
+  dispatch_dtype(x.dtype(), "max_pool2d", [&]<class T>() {
+    if constexpr (!std::is_same_v<T, bool>)
+      launch_max_pool2d<T>(static_cast<const T*>(x.data_ptr()), static_cast<T*>(out.data_ptr()),
+                           ind ? ind->data_ptr<int64_t>() : nullptr, kernels::geometry(p), stream);
+  });
+}
 
-std::vector<Tensor> max_pool2d_with_indices_cuda(const Tensor& in, const Shape& k, const Shape& s, const Shape& p,
-                                                 const Shape& d, bool c) {
-  return max_pool2d_with_indices_kernel<max_pool_fill_cuda>(in, k, s, p, d, c);
-}
-Tensor max_pool2d_cuda(const Tensor& in, const Shape& k, const Shape& s, const Shape& p, const Shape& d, bool c) {
-  return max_pool2d_kernel<max_pool_fill_cuda>(in, k, s, p, d, c);
-}
+// ---- kernels (declared in cuda/cuda_kernels.h, registered from the op declarations) ----
 
 // grad_input[plane][indices[o]] += grad_out[o]  (windows may overlap, so positions accumulate).
 // The CPU kernel rejects an index outside the input plane; the same check here reads a device

@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "ops/cpu_kernels.h"
+#include "ops/cpu_parts.h"
 #include "ops/dnnl_utils.h"
 #include "ops/kernel_utils.h"
 #include "ops/matmul_plan.h"
@@ -215,21 +216,13 @@ void matmul_core(MatOperand a, MatOperand b, const Shape& out_sizes, const Tenso
   }
 }
 
-// ---- kernels: the shared half (ops/matmul_plan.h) over the CPU core ----
-
 Tensor contiguous_undispatched(const Tensor& t) { return contiguous_cpu(t); }
-const MatmulBackend kCpuMatmul{matmul_core, contiguous_undispatched};
-
-using Cpu = MatmulKernels<kCpuMatmul>;
 
 }  // namespace
 
-// ---- kernels (declared in ops/cpu_kernels.h, registered from codegen/ops/linalg.yaml) ----
-Tensor mm_cpu(const Tensor& a, const Tensor& b) { return Cpu::mm(a, b); }
-Tensor bmm_cpu(const Tensor& a, const Tensor& b) { return Cpu::bmm(a, b); }
-Tensor mm_accumulate_cpu(const Tensor& self, const Tensor& a, const Tensor& b) { return Cpu::mm_accumulate(self, a, b); }
-Tensor matmul_cpu(const Tensor& a, const Tensor& b) { return Cpu::matmul(a, b); }
-Tensor linear_cpu(const Tensor& x, const Tensor& w, const Tensor& bias) { return Cpu::linear(x, w, bias); }
+// The CPU's part of the shared matmul kernels (ops/matmul_plan.h); the kernels themselves are
+// generated from codegen/ops/linalg.yaml's `shared:` lines.
+const MatmulBackend kCpuMatmul{matmul_core, contiguous_undispatched};
 
 }  // namespace kernels
 

@@ -57,16 +57,4 @@ Tensor bmm_with(const MatmulBackend& be, const Tensor& a, const Tensor& b);
 Tensor matmul_with(const MatmulBackend& be, const Tensor& a, const Tensor& b);
 Tensor linear_with(const MatmulBackend& be, const Tensor& x, const Tensor& w, const Tensor& bias);
 
-// The family's kernels over one device's backend, as the typed functions GRAFT_KERNEL boxes.
-template <const MatmulBackend& B>
-struct MatmulKernels {
-  static Tensor mm(const Tensor& a, const Tensor& b) { return mm_with(B, a, b); }
-  static Tensor mm_accumulate(const Tensor& self, const Tensor& a, const Tensor& b) {
-    return mm_accumulate_with(B, self, a, b);
-  }
-  static Tensor bmm(const Tensor& a, const Tensor& b) { return bmm_with(B, a, b); }
-  static Tensor matmul(const Tensor& a, const Tensor& b) { return matmul_with(B, a, b); }
-  static Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias) { return linear_with(B, x, w, bias); }
-};
-
 }  // namespace graft::kernels

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "ops/cpu_kernels.h"
+#include "ops/cpu_parts.h"
 #include "ops/conv_pool_params.h"
 #include "ops/kernel_utils.h"
 #include "ops/ops.h"
@@ -172,6 +173,9 @@ void max_pool_fwd_nhwc(const PoolParams& p, const T* x, T* y, int64_t* ind) {
   });
 }
 
+}  // namespace
+
+// The CPU part of the shared max-pool kernels (declared in ops/cpu_parts.h):
 // x [planes, H, W] -> out, ind [planes, OH, OW]; indices only when `ind` is given. x, out and ind
 // are either all contiguous or all channels-last (run_max_pool2d makes them so).
 void max_pool_fill_cpu(const PoolParams& p, const Tensor& x, const Tensor& out, const Tensor* ind) {
@@ -186,6 +190,8 @@ void max_pool_fill_cpu(const PoolParams& p, const Tensor& x, const Tensor& out, 
     }
   });
 }
+
+namespace {
 
 // A channels-last input gets a channels-last gradient:
 //   grad_input[n, indices[n, o, c], c] += grad_out[n, c, o]   (o over OH*OW, positions over H*W)
@@ -316,15 +322,8 @@ Tensor avg_pool2d_backward_nhwc(const PoolParams& p, const Tensor& grad_out, con
 
 }  // namespace
 
-// ---- kernels (declared in ops/cpu_kernels.h, registered from the op declarations) ----
-
-std::vector<Tensor> max_pool2d_with_indices_cpu(const Tensor& in, const Shape& k, const Shape& s, const Shape& p,
-                                                 const Shape& d, bool c) {
-  return max_pool2d_with_indices_kernel<max_pool_fill_cpu>(in, k, s, p, d, c);
-}
-Tensor max_pool2d_cpu(const Tensor& in, const Shape& k, const Shape& s, const Shape& p, const Shape& d, bool c) {
-  return max_pool2d_kernel<max_pool_fill_cpu>(in, k, s, p, d, c);
-}
+// ---- kernels (declared in ops/cpu_kernels.h, registered from the op declarations; max_pool2d and
+// max_pool2d_with_indices are generated over max_pool_fill_cpu) ----
 
 // grad_input[plane][indices[o]] += grad_out[o]  (windows may overlap, so positions accumulate)
 Tensor max_pool2d_backward_cpu(const Tensor& grad_out, const Tensor& input, const Tensor& indices) {

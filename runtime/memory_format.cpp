@@ -18,11 +18,6 @@ const char* memory_format_name(MemoryFormat f) {
 
 std::ostream& operator<<(std::ostream& os, MemoryFormat f) { return os << memory_format_name(f); }
 
-MemoryFormat memory_format_from_int(int64_t v, const char* op) {
-  GRAFT_CHECK(v >= 0 && v <= 2, op, ": unknown memory format ", v, " (expected 0 Contiguous, 1 ChannelsLast, 2 Preserve)");
-  return static_cast<MemoryFormat>(v);
-}
-
 Shape channels_last_strides(const Shape& sizes) {
   GRAFT_CHECK(sizes.size() == 4, "channels_last: the format needs a 4-D tensor, got ", shape_str(sizes));
   int64_t c = std::max<int64_t>(sizes[1], 1), w = std::max<int64_t>(sizes[3], 1), h = std::max<int64_t>(sizes[2], 1);

@@ -26,8 +26,6 @@ enum class MemoryFormat : int64_t { Contiguous = 0, ChannelsLast = 1, Preserve =
 
 const char* memory_format_name(MemoryFormat f);
 std::ostream& operator<<(std::ostream& os, MemoryFormat f);
-// For ops that receive the format as an int argument; throws naming `op` for an unknown value.
-MemoryFormat memory_format_from_int(int64_t v, const char* op);
 
 // The dense channels-last strides of a 4-D shape (size-1 dims still get their natural stride).
 Shape channels_last_strides(const Shape& sizes);

@@ -118,7 +118,7 @@ TEST_CASE("the pack hook receives the saved tensor itself, outputs as a history-
 }
 
 TEST_CASE("each unary op packs exactly the tensor its derivative reads: x, y, or nothing") {
-  // The op table's `saves` column (runtime/op_table/unary.def) is visible through the hooks: an
+  // What each declaration's formula reads (codegen/ops/unary.yaml) is visible through the hooks: an
   // op that saves its input packs x itself, one that saves its output packs an alias of y.
   Tensor a = tensor({0.5, 0.75, 1.5}, dtype(kFloat64)).requires_grad_();
   Tensor x = a * 1.0;  // a non-leaf with history, so "is x" is checkable

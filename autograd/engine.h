@@ -78,6 +78,9 @@ void mark_node_needed(const std::shared_ptr<Node>& node);
 bool task_runs_without_capture(Node* sink);
 // The graph task running on this thread (null outside a backward); for graph features.
 GraphTask* current_graph_task();
+// True when the task was given no `inputs` (a plain backward()): every node reachable from its
+// roots runs, so a rule needs the gradient of each valid edge without asking per edge.
+bool runs_every_reachable_node(const GraphTask* task);
 // Per-task state of a graph feature (multi-grad hooks, checkpoint), keyed by an owner pointer: it
 // lives exactly as long as the task, so nothing of one backward leaks into the next.
 struct GraphTaskState {

@@ -11,6 +11,9 @@
 //    turns it off, and an EnableGradGuard inside InferenceMode turns it back on. Ops still record
 //    nothing there, because libtorch's InferenceMode excludes the autograd dispatch keys whatever
 //    grad mode says (invariant 1).
+// 3. is_recording_enabled() is one flag, recomputed by set_grad_enabled from both modes. That holds
+//    because the inference flag changes only inside InferenceMode, which calls set_grad_enabled
+//    after each change (entering and leaving), so the two never disagree when an op runs.
 #include "runtime/storage.h"
 
 namespace graft::autograd {

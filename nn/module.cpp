@@ -5,6 +5,7 @@
 
 #include "autograd/autograd_meta.h"
 #include "autograd/functional.h"
+#include "autograd/zero_grad.h"
 #include "autograd/grad_mode.h"
 #include "runtime/shape.h"
 
@@ -165,19 +166,7 @@ void Module::to(MemoryFormat f) {
   for (auto& c : children_) c.second->to(f);
 }
 
-void Module::zero_grad(bool set_to_none) {
-  for (Tensor p : parameters()) {
-    Tensor& g = p.mutable_grad();
-    if (!g.defined()) continue;
-    if (set_to_none) {
-      g = Tensor();
-    } else {
-      NoGradGuard ng;
-      if (g.grad_fn()) g = g.detach();
-      g.zero_();
-    }
-  }
-}
+void Module::zero_grad(bool set_to_none) { autograd::zero_grads(parameters(), set_to_none); }
 
 StateDict Module::state_dict() const {
   StateDict out;

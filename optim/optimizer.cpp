@@ -4,6 +4,7 @@
 
 #include "autograd/functional.h"
 #include "autograd/grad_mode.h"
+#include "autograd/zero_grad.h"
 #include "ops/ops.h"
 
 namespace graft::optim {
@@ -16,19 +17,7 @@ Optimizer::Optimizer(std::vector<Tensor> params, double lr) : params_(std::move(
   }
 }
 
-void Optimizer::zero_grad(bool set_to_none) {
-  for (Tensor p : params_) {
-    Tensor& g = p.mutable_grad();
-    if (!g.defined()) continue;
-    if (set_to_none) {
-      g = Tensor();
-    } else {
-      NoGradGuard ng;
-      if (g.grad_fn()) g = g.detach();
-      ops::zero_(g);
-    }
-  }
-}
+void Optimizer::zero_grad(bool set_to_none) { autograd::zero_grads(params_, set_to_none); }
 
 namespace {
 // The gradient as a plain tensor (never part of a graph).

@@ -435,3 +435,14 @@ TEST_CASE("hardswish is x * relu6(x + 3) / 6 with PyTorch's gradient at the kink
   CHECK(graft::hardswish(graft::tensor(std::vector<int64_t>{-5, 1}, {2})).dtype() == kFloat32);
   CHECK_THROWS_WITH(ops::hardswish(Tensor()), Contains("hardswish"));
 }
+
+TEST_CASE("option arguments take the enum or PyTorch's string, and an unknown string names the op and the choices") {
+  Tensor x = make({-1.0, 0.5, 2.0}, {3}, kFloat64);
+  check_close(graft::gelu(x, "tanh"), graft::gelu(x, GeluApproximate::Tanh), kExact);
+  check_close(x.gelu("none"), graft::gelu(x), kExact);
+  CHECK_THROWS_WITH(graft::gelu(x, "fast"), Contains("gelu: approximate must be none or tanh, got 'fast'"));
+  Tensor lp = graft::log_softmax(make({0.1, 0.2, 0.3, 0.4, 0.5, 0.6}, {2, 3}, kFloat64), 1);
+  Tensor t = graft::tensor(std::vector<int64_t>{0, 2}, {2});
+  check_close(graft::nll_loss(lp, t, {}, "sum"), graft::nll_loss(lp, t, {}, LossReduction::Sum), kExact);
+  CHECK_THROWS_WITH(graft::nll_loss(lp, t, {}, "average"), Contains("reduction must be none, mean or sum, got 'average'"));
+}

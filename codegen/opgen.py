@@ -207,6 +207,7 @@ class Op:
     dtype_rule: str = ""
     out_dtype: str = ""         # "bool": elementwise output dtype
     cpu_fast_path: bool = False
+    reduced: str = ""           # "native": its kernels take bfloat16/float16 themselves (no float fallback)
     api: str = ""               # "ops": no graft:: form
     registered: bool = True     # false (`dispatch: none`): a composite that is not a dispatched op
     save_after: set[str] = field(default_factory=set)
@@ -317,6 +318,10 @@ def make_op(items, where, family) -> Op:
             op.out_dtype = value
         elif key == "cpu_fast_path":
             op.cpu_fast_path = value == "true"
+        elif key == "reduced":
+            if value not in ("native", "native cpu"):
+                raise DeclError(f"{w}: 'reduced:' takes 'native' (every device) or 'native cpu'")
+            op.reduced = value
         elif key == "api":
             op.api = value
         elif key == "dispatch":
@@ -602,6 +607,13 @@ def has_device_kernel(op: Op, device: str) -> bool:
     return True
 
 
+def needs_reduced_fallback(op: Op, device: str) -> bool:
+    """Whether the op's kernel on `device` is registered behind the float fallback."""
+    if not has_device_kernel(op, device) or op.elementwise or op.kernel.startswith("any "):
+        return False
+    return not (op.reduced == "native" or (op.reduced == "native cpu" and device == "cpu"))
+
+
 def kernel_fn(op: Op, device: str) -> str:
     if op.kernel.startswith("any "):
         return op.kernel[4:].strip()
@@ -651,13 +663,15 @@ def elementwise_pieces(op: Op, types: Types):
 def gen_registration(ops: list[Op], types: Types, device: str) -> str:
     DEV = device.upper()
     if device == "cpu":
-        inc = ['#include "ops/cpu_kernels.h"', '#include "ops/cpu_parts.h"', '#include "ops/elementwise_cpu.h"']
+        inc = ['#include "ops/cpu_kernels.h"', '#include "ops/cpu_parts.h"', '#include "ops/elementwise_cpu.h"',
+               '#include "ops/reduced_precision_fallback.h"']
         ns = "kernels"
     else:
         inc = ['#include "cuda/cuda_context.h"', '#include "cuda/cuda_kernels.h"', '#include "cuda/cuda_parts.h"',
                '#include "cuda/elementwise_cuda.h"',
                '#include "cuda/elementwise_table.h"', '#include "ops/elementwise_plan.h"', '#include "ops/binary_plan.h"',
-               '#include "ops/math/elementwise_math.h"', '#include "ops/scalar_arg.h"', '#include "ops/unary_plan.h"']
+               '#include "ops/math/elementwise_math.h"', '#include "ops/reduced_precision_fallback.h"',
+               '#include "ops/scalar_arg.h"', '#include "ops/unary_plan.h"']
         ns = "cuda"
     out = [HEADER, f"// The {DEV} kernels of every declared op, registered with the dispatcher; the elementwise",
            "// ops' kernels themselves (the plan's dtype rule, then the shared loop over their math functor).",
@@ -692,6 +706,15 @@ def gen_registration(ops: list[Op], types: Types, device: str) -> str:
             continue
         call = op.shared.format(dev=device, Dev=device.capitalize(), args=arg_names(op))
         out.append(f"{types.kernel_ret(op)} {op.stem}_{device}({params(op, types, 'kernel', False)}) {{ return {call}; }}")
+    # Kernels without a native 16-bit path run behind the float fallback
+    # (ops/reduced_precision_fallback.h): bfloat16/float16 arguments computed in float32.
+    for op in dispatched(ops):
+        if needs_reduced_fallback(op, device):
+            fn = kernel_fn(op, device)
+            out.append(f"OpResult {op.stem}_{device}_reduced(Stack& s) {{")
+            out.append(f"  GRAFT_OP_HANDLE(op, {cpp_str(op.full_name)});")
+            out.append(f"  return kernels::reduced_precision_fallback(op, s, &boxed<&{fn}>);")
+            out.append("}")
     out.append("\n}  // namespace\n")
     for op in dispatched(ops):
         if not has_device_kernel(op, device):
@@ -700,6 +723,10 @@ def gen_registration(ops: list[Op], types: Types, device: str) -> str:
         if op.kernel.startswith("any "):
             for dev in ("CPU", "CUDA"):  # every DeviceType: metadata-only or device-generic
                 out.append(f"GRAFT_KERNEL({cpp_str(op.full_name)}, {dev}, ::graft::kernels::{fn});")
+            continue
+        if needs_reduced_fallback(op, device):
+            out.append(f"static ::graft::KernelRegistrar {op.stem}_{device}_registrar({cpp_str(op.full_name)}, "
+                       f"DeviceType::{DEV}, &{op.stem}_{device}_reduced);")
             continue
         out.append(f"GRAFT_KERNEL({cpp_str(op.full_name)}, {DEV}, {fn});")
     out.append(f"\n}}  // namespace graft::{ns}")

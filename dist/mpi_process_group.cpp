@@ -20,6 +20,8 @@ MPI_Datatype mpi_type(const Tensor& t, const char* api) {
     case DType::Float64: return MPI_DOUBLE;
     case DType::Int64: return MPI_INT64_T;
     case DType::Bool: return MPI_C_BOOL;
+    case DType::UInt8: return MPI_UINT8_T;
+    case DType::Int32: return MPI_INT32_T;
     default: GRAFT_ERROR(api, ": no MPI datatype for ", describe(t));
   }
 }

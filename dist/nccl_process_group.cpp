@@ -49,6 +49,10 @@ ncclDataType_t nccl_dtype(DType d) {
     case DType::Float64: return ncclFloat64;
     case DType::Int64: return ncclInt64;
     case DType::Bool: return ncclUint8;  // graft's bool is one byte holding 0 or 1
+    case DType::BFloat16: return ncclBfloat16;
+    case DType::Float16: return ncclFloat16;
+    case DType::UInt8: return ncclUint8;
+    case DType::Int32: return ncclInt32;
   }
   GRAFT_ERROR("NCCL process group: no NCCL datatype for dtype ", d);
 }

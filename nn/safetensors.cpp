@@ -28,6 +28,10 @@ const char* dtype_code(DType t) {
     case DType::Float64: return "F64";
     case DType::Int64: return "I64";
     case DType::Bool: return "BOOL";
+    case DType::BFloat16: return "BF16";
+    case DType::Float16: return "F16";
+    case DType::UInt8: return "U8";
+    case DType::Int32: return "I32";
   }
   GRAFT_ERROR("save_safetensors: unsupported dtype ", t);
 }
@@ -37,6 +41,10 @@ bool parse_dtype(const std::string& code, DType& out) {
   else if (code == "F64") out = DType::Float64;
   else if (code == "I64") out = DType::Int64;
   else if (code == "BOOL") out = DType::Bool;
+  else if (code == "BF16") out = DType::BFloat16;
+  else if (code == "F16") out = DType::Float16;
+  else if (code == "U8") out = DType::UInt8;
+  else if (code == "I32") out = DType::Int32;
   else return false;
   return true;
 }
@@ -75,7 +83,7 @@ Entry parse_entry(const std::string& path, const std::string& name, const json& 
   auto dt = v.find("dtype");
   if (dt == v.end() || !dt->is_string()) fail(path, where + "missing or non-string \"dtype\"");
   if (!parse_dtype(dt->get<std::string>(), e.dtype))
-    fail(path, where + "unknown dtype \"" + dt->get<std::string>() + "\" (supported: F32, F64, I64, BOOL)");
+    fail(path, where + "unknown dtype \"" + dt->get<std::string>() + "\" (supported: F32, F64, BF16, F16, I64, I32, U8, BOOL)");
   auto sh = v.find("shape");
   if (sh == v.end() || !sh->is_array()) fail(path, where + "missing or non-array \"shape\"");
   if (sh->size() > 64) fail(path, where + "shape has " + std::to_string(sh->size()) + " dimensions (at most 64)");

@@ -4,6 +4,7 @@
 #include "ops/cpu_kernels.h"
 #include "ops/kernel_utils.h"
 #include "ops/ops.h"
+#include "ops/reduced_float.h"
 #include "runtime/dispatcher.h"
 #include "runtime/parallel.h"
 
@@ -12,14 +13,34 @@ namespace kernels {
 
 template <class D, class S>
 inline D cast_value(S v) {
-  if constexpr (std::is_same_v<D, bool>) return v != S(0);
+  if constexpr (std::is_same_v<D, bool>) {
+    if constexpr (std::is_same_v<S, BFloat16> || std::is_same_v<S, Half>) return static_cast<float>(v) != 0.0f;
+    else return v != S(0);  // NaN is true, as PyTorch
+  }
+  else if constexpr (std::is_same_v<S, bool>) return static_cast<D>(static_cast<int>(v));
+  else if constexpr (std::is_same_v<D, BFloat16> || std::is_same_v<D, Half>) return D(static_cast<float>(v));
   else return static_cast<D>(v);
+}
+
+// float32 <-> bfloat16/float16 contiguous: the vectorised converters, a row per task.
+template <class D, class S>
+bool convert_contiguous(D* d, const S* s, int64_t n) {
+  constexpr bool to16 = std::is_same_v<S, float> && (std::is_same_v<D, BFloat16> || std::is_same_v<D, Half>);
+  constexpr bool from16 = std::is_same_v<D, float> && (std::is_same_v<S, BFloat16> || std::is_same_v<S, Half>);
+  if constexpr (to16 || from16) {
+    parallel_for(0, n, kGrainSize * 4, [&](int64_t b, int64_t e) {
+      if constexpr (to16) from_float(s + b, d + b, e - b);
+      else to_float(s + b, d + b, e - b);
+    });
+    return true;
+  }
+  return false;
 }
 
 // dst[i] = cast(src[i]) over dst's shape, reading src through `src_strides` (already broadcast).
 void strided_copy(const Tensor& dst, const Tensor& src, const Shape& src_strides) {
-  dispatch_dtype(dst.dtype(), "copy_", [&]<class D>() {
-    dispatch_dtype(src.dtype(), "copy_", [&]<class S>() {
+  dispatch_all_dtypes(dst.dtype(), "copy_", [&]<class D>() {
+    dispatch_all_dtypes(src.dtype(), "copy_", [&]<class S>() {
       D* d = static_cast<D*>(dst.data_ptr());
       const S* s = static_cast<const S*>(src.data_ptr());
       int64_t n = dst.numel();
@@ -28,7 +49,7 @@ void strided_copy(const Tensor& dst, const Tensor& src, const Shape& src_strides
           parallel_for(0, n, kGrainSize * 4, [&](int64_t b, int64_t e) {
             std::memcpy(d + b, s + b, static_cast<size_t>(e - b) * sizeof(D));
           });
-        } else {
+        } else if (!convert_contiguous(d, s, n)) {
           parallel_for(0, n, kGrainSize, [&](int64_t b, int64_t e) {
             for (int64_t i = b; i < e; ++i) d[i] = cast_value<D>(s[i]);
           });
@@ -106,7 +127,7 @@ Tensor copy_cpu(const Tensor& self, const Tensor& src, bool non_blocking) {
 Tensor fill_cpu(const Tensor& self, Scalar value) {
   check_defined(self, "fill_", "self");
   check_no_internal_overlap(self, "fill_");
-  dispatch_dtype(self.dtype(), "fill_", [&]<class T>() {
+  dispatch_all_dtypes(self.dtype(), "fill_", [&]<class T>() {
     T v = value.to<T>();
     T* d = static_cast<T*>(self.data_ptr());
     if (self.is_contiguous()) {

@@ -12,14 +12,16 @@
 
 namespace graft::kernels {
 
-// F<T>(inputs...) over `it` (built by elementwise_op / elementwise_inplace) for T the type of r.
+// F<opmath_t<T>>(inputs...) over `it` (built by elementwise_op / elementwise_inplace) for T the type of r.
 template <template <class> class F>
 void elementwise_loop_cpu(TensorIterator& it, DType r, std::initializer_list<math::ScalarArg> p) {
   visit_functor_dtype<F>(r, it.op(), [&]<class T>() {
-    using C = math::Call<F, T>;
-    const F<T> f = math::make_functor<F, T>(p.begin());
+    using M = math::opmath_t<T>;
+    using C = math::Call<F, M>;
+    const F<M> f = math::make_functor<F, M>(p.begin());
     [&]<class... A>(math::TypeList<A...>) {
-      it.for_each(elementwise_loop<typename C::Out, A...>(f), kGrainSize / math::functor_cost<F>());
+      it.for_each(elementwise_loop<math::stored_t<typename C::Out, M, T>, math::stored_t<A, M, T>...>(f),
+                  kGrainSize / math::functor_cost<F>());
     }(typename C::Inputs{});
   });
 }

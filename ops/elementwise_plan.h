@@ -7,8 +7,9 @@
 //   return elementwise_op<math::Add>("add", r, {self, other}, run);      // run(it): CPU loop or CUDA launch
 //
 // Invariants:
-// 1. Operand k of the iterator is read as the type F<T>::operator() takes for argument k: T inputs
-//    are read converted to r, a `bool` argument (where's condition, masked_fill's mask) as bool.
+// 1. Operand k of the iterator is read as the type F<M>::operator() takes for argument k (M the
+//    compute type of r's storage type T, ops/math/device_math.h invariant 4): M inputs are read
+//    converted to r, a `bool` argument (where's condition, masked_fill's mask) as bool.
 //    The output has F's result type (bool for comparisons). So the loop on either device sees
 //    exactly the types its functor was instantiated for; no device converts on its own.
 // 2. In-place forms write self. They compute in r and need r castable to self's dtype; when r is
@@ -23,26 +24,27 @@
 namespace graft::kernels {
 
 // fn.template operator()<T>() for the C++ type T of r, among the dtypes F is instantiated for.
+// T is the storage type; the functor runs as F<opmath_t<T>> (ops/math/device_math.h invariant 4).
 template <template <class> class F, class Fn>
 void visit_functor_dtype(DType r, const char* op, Fn&& fn) {
-  dispatch_dtype(r, op, [&]<class T>() {
+  dispatch_all_dtypes(r, op, [&]<class T>() {
     if constexpr ((math::functor_types<F>() & math::type_bit<T>) != 0) fn.template operator()<T>();
     else GRAFT_ERROR(op, ": internal error: dtype ", r, " reached a kernel that does not support it");
   });
 }
 
 namespace elementwise_detail {
-template <class T, class Arg>
+template <class M, class Arg>
 DType read_as(DType r) {
-  if constexpr (std::is_same_v<Arg, T>) return r;
+  if constexpr (std::is_same_v<Arg, M>) return r;
   else return dtype_v<Arg>;
 }
-template <class T, class... A>
+template <class M, class... A>
 void add_inputs(TensorIterator& it, DType r, std::initializer_list<Tensor> inputs, math::TypeList<A...>) {
   GRAFT_CHECK(inputs.size() == sizeof...(A), it.op(), ": internal error: ", inputs.size(),
               " tensors for a functor of ", sizeof...(A));
   const Tensor* t = inputs.begin();
-  (it.add_input(*t++, read_as<T, A>(r)), ...);
+  (it.add_input(*t++, read_as<M, A>(r)), ...);
 }
 }  // namespace elementwise_detail
 
@@ -51,9 +53,10 @@ template <template <class> class F, class Run>
 Tensor elementwise_op(const char* op, DType r, std::initializer_list<Tensor> inputs, const Run& run) {
   TensorIterator it(op);
   visit_functor_dtype<F>(r, op, [&]<class T>() {
-    using C = math::Call<F, T>;
-    elementwise_detail::add_inputs<T>(it, r, inputs, typename C::Inputs{});
-    it.build(dtype_v<typename C::Out>);
+    using M = math::opmath_t<T>;
+    using C = math::Call<F, M>;
+    elementwise_detail::add_inputs<M>(it, r, inputs, typename C::Inputs{});
+    it.build(dtype_v<math::stored_t<typename C::Out, M, T>>);
   });
   run(it);
   return it.output();

@@ -29,9 +29,13 @@ Tensor full_cpu(const Shape& sizes, Scalar value, DType dtype, Device device) {
 Tensor arange_cpu(double start, double end, double step, DType dtype, Device device) {
   int64_t n = plan_arange(start, end, step);
   Tensor t = new_tensor({n}, dtype, device);
-  dispatch_dtype(dtype, "arange", [&]<class T>() {
+  dispatch_all_dtypes(dtype, "arange", [&]<class T>() {
     T* d = static_cast<T*>(t.data_ptr());
-    for (int64_t i = 0; i < n; ++i) d[i] = static_cast<T>(start + static_cast<double>(i) * step);
+    for (int64_t i = 0; i < n; ++i) {
+      const double v = start + static_cast<double>(i) * step;
+      if constexpr (std::is_same_v<T, BFloat16> || std::is_same_v<T, Half>) d[i] = T(static_cast<float>(v));
+      else d[i] = static_cast<T>(v);
+    }
   });
   return t;
 }

@@ -90,6 +90,10 @@ double read_as_double(const void* base, DType t, int64_t offset) {
     case DType::Float64: return static_cast<const double*>(base)[offset];
     case DType::Int64: return static_cast<double>(static_cast<const int64_t*>(base)[offset]);
     case DType::Bool: return static_cast<const bool*>(base)[offset] ? 1.0 : 0.0;
+    case DType::BFloat16: return static_cast<float>(static_cast<const BFloat16*>(base)[offset]);
+    case DType::Float16: return static_cast<float>(static_cast<const Half*>(base)[offset]);
+    case DType::UInt8: return static_cast<const uint8_t*>(base)[offset];
+    case DType::Int32: return static_cast<const int32_t*>(base)[offset];
   }
   return 0;
 }

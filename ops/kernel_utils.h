@@ -12,7 +12,10 @@
 
 namespace graft::kernels {
 
-// Calls f.template operator()<T>() with T the C++ type of `t`.
+// Calls f.template operator()<T>() with T the C++ type of `t`, for the dtypes kernels compute in
+// (float32, float64, int64, bool). bfloat16/float16 reach a kernel through its compute type
+// (opmath_t: float) or the registration's float fallback (ops/reduced_precision_fallback.h), and
+// uint8/int32 through int64, so a kernel written for these four needs no 16-bit arithmetic.
 template <class F>
 decltype(auto) dispatch_dtype(DType t, const char* op, F&& f) {
   switch (t) {
@@ -20,6 +23,23 @@ decltype(auto) dispatch_dtype(DType t, const char* op, F&& f) {
     case DType::Float64: return f.template operator()<double>();
     case DType::Int64: return f.template operator()<int64_t>();
     case DType::Bool: return f.template operator()<bool>();
+    default: break;
+  }
+  GRAFT_ERROR(op, ": unsupported dtype ", t);
+}
+// Every dtype, storage types included: for kernels that only move or convert elements (copy,
+// fill, gather, cat, random fills), where T is read and written but never computed with.
+template <class F>
+decltype(auto) dispatch_all_dtypes(DType t, const char* op, F&& f) {
+  switch (t) {
+    case DType::Float32: return f.template operator()<float>();
+    case DType::Float64: return f.template operator()<double>();
+    case DType::Int64: return f.template operator()<int64_t>();
+    case DType::Bool: return f.template operator()<bool>();
+    case DType::BFloat16: return f.template operator()<BFloat16>();
+    case DType::Float16: return f.template operator()<Half>();
+    case DType::UInt8: return f.template operator()<uint8_t>();
+    case DType::Int32: return f.template operator()<int32_t>();
   }
   GRAFT_ERROR(op, ": unsupported dtype ", t);
 }
@@ -31,6 +51,18 @@ decltype(auto) dispatch_floating(DType t, const char* op, F&& f) {
     default: break;
   }
   GRAFT_ERROR(op, ": expected a floating point tensor (float32 or float64), got ", t);
+}
+// float32, bfloat16 and float16: kernels with a native 16-bit path (load a row, compute in float,
+// store it rounded once) dispatch through this; float64 goes its own way.
+template <class F>
+decltype(auto) dispatch_float_or_reduced(DType t, const char* op, F&& f) {
+  switch (t) {
+    case DType::Float32: return f.template operator()<float>();
+    case DType::BFloat16: return f.template operator()<BFloat16>();
+    case DType::Float16: return f.template operator()<Half>();
+    default: break;
+  }
+  GRAFT_ERROR(op, ": expected float32, bfloat16 or float16, got ", t);
 }
 
 // A fresh, contiguous, uninitialised tensor. Never dispatched, version 0.

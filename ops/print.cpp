@@ -28,7 +28,7 @@ struct Formatter {
   std::string raw(double v) const {
     char buf[64];
     if (dtype == kBool) return v != 0 ? "True" : "False";
-    if (dtype == kInt64) {
+    if (is_integral(dtype, false)) {
       std::snprintf(buf, sizeof buf, "%lld", static_cast<long long>(v));
       return buf;
     }

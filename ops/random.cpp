@@ -2,6 +2,7 @@
 //
 // Element i of a fill depends only on (seed, first reserved counter, i): the mapping below is the
 // contract the CUDA kernels reproduce, so the same seed gives the same numbers on either device.
+// bfloat16 and float16 take float32's numbers, rounded once.
 //   uniform f32:  block base + i/4, word i%4
 //   uniform f64:  block base + i/2, words 2(i%2), 2(i%2)+1
 //   normal f32:   block base + i/2, words 2(i%2), 2(i%2)+1 -> Box-Muller (cos branch)
@@ -44,12 +45,14 @@ inline double box_muller(double u1, double u2) {
 Tensor normal_cpu(const Tensor& self, double mean, double std) {
   const RandomFill f = plan_normal(self, std);
   const uint64_t seed = f.seed, base = f.base;
-  if (self.dtype() == kFloat32) {
-    fill_elements<float>(self, [&](int64_t i) {
-      auto w = philox4x32(seed, base + static_cast<uint64_t>(i) / 2);
-      int k = 2 * static_cast<int>(i % 2);
-      double z = box_muller(uint_to_unit_float(w[k]), uint_to_unit_float(w[k + 1]));
-      return static_cast<float>(mean + std * z);
+  if (self.dtype() != kFloat64) {
+    dispatch_float_or_reduced(self.dtype(), "normal_", [&]<class T>() {
+      fill_elements<T>(self, [&](int64_t i) {
+        auto w = philox4x32(seed, base + static_cast<uint64_t>(i) / 2);
+        int k = 2 * static_cast<int>(i % 2);
+        double z = box_muller(uint_to_unit_float(w[k]), uint_to_unit_float(w[k + 1]));
+        return T(static_cast<float>(mean + std * z));
+      });
     });
   } else {
     fill_elements<double>(self, [&](int64_t i) {
@@ -63,10 +66,12 @@ Tensor normal_cpu(const Tensor& self, double mean, double std) {
 Tensor uniform_cpu(const Tensor& self, double from, double to) {
   const RandomFill f = plan_uniform(self, from, to);
   const uint64_t seed = f.seed, base = f.base;
-  if (self.dtype() == kFloat32) {
-    fill_elements<float>(self, [&](int64_t i) {
-      auto w = philox4x32(seed, base + static_cast<uint64_t>(i) / 4);
-      return static_cast<float>(from + (to - from) * uint_to_unit_float(w[i % 4]));
+  if (self.dtype() != kFloat64) {
+    dispatch_float_or_reduced(self.dtype(), "uniform_", [&]<class T>() {
+      fill_elements<T>(self, [&](int64_t i) {
+        auto w = philox4x32(seed, base + static_cast<uint64_t>(i) / 4);
+        return T(static_cast<float>(from + (to - from) * uint_to_unit_float(w[i % 4])));
+      });
     });
   } else {
     fill_elements<double>(self, [&](int64_t i) {
@@ -82,12 +87,14 @@ Tensor random_cpu(const Tensor& self, int64_t low, int64_t high) {
   const RandomFill f = plan_random(self, low, high);
   const uint64_t seed = f.seed, base = f.base;
   auto range = static_cast<uint64_t>(high - low);
-  dispatch_dtype(self.dtype(), "random_", [&]<class T>() {
+  dispatch_all_dtypes(self.dtype(), "random_", [&]<class T>() {
     fill_elements<T>(self, [&](int64_t i) {
       auto w = philox4x32(seed, base + static_cast<uint64_t>(i) / 2);
       int k = 2 * static_cast<int>(i % 2);
       uint64_t v = (static_cast<uint64_t>(w[k]) << 32) | w[k + 1];
-      return static_cast<T>(low + static_cast<int64_t>(v % range));
+      const int64_t r = low + static_cast<int64_t>(v % range);
+      if constexpr (std::is_same_v<T, BFloat16> || std::is_same_v<T, Half>) return T(static_cast<float>(r));
+      else return static_cast<T>(r);
     });
   });
   return self;
@@ -96,10 +103,12 @@ Tensor random_cpu(const Tensor& self, int64_t low, int64_t high) {
 Tensor bernoulli_cpu(const Tensor& self, double p) {
   const RandomFill f = plan_bernoulli(self, p);
   const uint64_t seed = f.seed, base = f.base;
-  dispatch_dtype(self.dtype(), "bernoulli_", [&]<class T>() {
+  dispatch_all_dtypes(self.dtype(), "bernoulli_", [&]<class T>() {
     fill_elements<T>(self, [&](int64_t i) {
       auto w = philox4x32(seed, base + static_cast<uint64_t>(i) / 4);
-      return static_cast<T>(uint_to_unit_float(w[i % 4]) < p ? 1 : 0);
+      const bool hit = uint_to_unit_float(w[i % 4]) < p;
+      if constexpr (std::is_same_v<T, BFloat16> || std::is_same_v<T, Half>) return T(hit ? 1.0f : 0.0f);
+      else return static_cast<T>(hit ? 1 : 0);
     });
   });
   return self;

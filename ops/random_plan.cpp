@@ -39,14 +39,14 @@ RandomFill plan_normal(const Tensor& self, double std) {
   check_floating(self, "normal_");
   GRAFT_CHECK(std >= 0, "normal_: expects std >= 0.0, but found std ", std);
   uint64_t n = numel_of(self);
-  return reserve(self, self.dtype() == kFloat32 ? (n + 1) / 2 : n);
+  return reserve(self, self.dtype() != kFloat64 ? (n + 1) / 2 : n);  // 16-bit: float32's stream, rounded
 }
 
 RandomFill plan_uniform(const Tensor& self, double from, double to) {
   check_floating(self, "uniform_");
   GRAFT_CHECK(from <= to, "uniform_: expects from <= to, but found from=", from, " > to=", to);
   uint64_t n = numel_of(self);
-  return reserve(self, self.dtype() == kFloat32 ? (n + 3) / 4 : (n + 1) / 2);
+  return reserve(self, self.dtype() != kFloat64 ? (n + 3) / 4 : (n + 1) / 2);
 }
 
 RandomFill plan_random(const Tensor& self, int64_t low, int64_t high) {

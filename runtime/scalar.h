@@ -27,6 +27,7 @@ class Scalar {
   DType dtype() const { return boolean_ ? DType::Bool : integral_ ? DType::Int64 : DType::Float64; }
   template <class T> T to() const {
     if constexpr (std::is_floating_point_v<T>) return static_cast<T>(d_);
+    else if constexpr (std::is_same_v<T, BFloat16> || std::is_same_v<T, Half>) return T(static_cast<float>(d_));
     else if constexpr (std::is_same_v<T, bool>) return d_ != 0;
     else return integral_ ? static_cast<T>(i_) : static_cast<T>(d_);
   }

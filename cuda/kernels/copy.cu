@@ -8,9 +8,20 @@ namespace {
 
 template <class D, class S>
 struct CastOp {
+  // As the CPU's cast_value (ops/copy.cpp): 16-bit floats go through float, bool through int.
   __device__ D operator()(S v) const {
-    if constexpr (std::is_same_v<D, bool>) return v != S(0);
-    else return static_cast<D>(v);
+    constexpr bool s16 = std::is_same_v<S, BFloat16> || std::is_same_v<S, Half>;
+    constexpr bool d16 = std::is_same_v<D, BFloat16> || std::is_same_v<D, Half>;
+    if constexpr (std::is_same_v<D, bool>) {
+      if constexpr (s16) return static_cast<float>(v) != 0.0f;
+      else return v != S(0);
+    } else if constexpr (std::is_same_v<S, bool>) {
+      return static_cast<D>(static_cast<int>(v));
+    } else if constexpr (d16) {
+      return D(static_cast<float>(v));
+    } else {
+      return static_cast<D>(v);
+    }
   }
 };
 
@@ -29,6 +40,7 @@ __global__ void __launch_bounds__(kElemThreads) arange_kernel(T* out, int64_t n,
     // Separate roundings (no fused multiply-add) so every value equals the CPU's.
     double v = __dadd_rn(start, __dmul_rn(static_cast<double>(i), step));
     if constexpr (std::is_same_v<T, bool>) out[i] = v != 0.0;
+    else if constexpr (std::is_same_v<T, BFloat16> || std::is_same_v<T, Half>) out[i] = T(static_cast<float>(v));
     else out[i] = static_cast<T>(v);
   }
 }

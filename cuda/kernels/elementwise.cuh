@@ -165,6 +165,10 @@ void visit_dtype(DType t, F&& f) {
     case DType::Float64: f.template operator()<double>(); return;
     case DType::Int64: f.template operator()<int64_t>(); return;
     case DType::Bool: f.template operator()<bool>(); return;
+    case DType::BFloat16: f.template operator()<BFloat16>(); return;
+    case DType::Float16: f.template operator()<Half>(); return;
+    case DType::UInt8: f.template operator()<uint8_t>(); return;
+    case DType::Int32: f.template operator()<int32_t>(); return;
   }
 }
 
@@ -175,10 +179,11 @@ template <template <class> class F>
 void launch_math(DType r, const ElementwiseGeometry& g, const ScalarArg* p, cudaStream_t stream, const char* name) {
   visit_dtype(r, [&]<class T>() {
     if constexpr ((math::functor_types<F>() & math::type_bit<T>) != 0) {
-      using C = math::Call<F, T>;
-      const F<T> f = math::make_functor<F, T>(p);
+      using M = math::opmath_t<T>;  // 16-bit floats compute in float (ops/math/device_math.h invariant 4)
+      using C = math::Call<F, M>;
+      const F<M> f = math::make_functor<F, M>(p);
       [&]<class... A>(math::TypeList<A...>) {
-        launch_elementwise<typename C::Out, A...>(g, f, stream, name);
+        launch_elementwise<math::stored_t<typename C::Out, M, T>, math::stored_t<A, M, T>...>(g, f, stream, name);
       }(typename C::Inputs{});
     } else {
       elementwise_internal_error(name, r, 0);

@@ -50,7 +50,8 @@ __device__ __forceinline__ double box_muller(double u1, double u2) {
 
 template <class T>
 __device__ __forceinline__ T from_bit(bool b) {
-  return static_cast<T>(b ? 1 : 0);
+  if constexpr (std::is_same_v<T, BFloat16> || std::is_same_v<T, Half>) return T(b ? 1.0f : 0.0f);
+  else return static_cast<T>(b ? 1 : 0);
 }
 
 enum class Dist { Uniform, Normal, RandomInt, Bernoulli };
@@ -61,10 +62,14 @@ struct DistParams {
   uint64_t range = 1;
 };
 
+// bfloat16 and float16 draw float32's numbers and round them once, as the CPU (ops/random.cpp).
+template <class T>
+inline constexpr bool kFloatStream = std::is_same_v<T, float> || std::is_same_v<T, BFloat16> || std::is_same_v<T, Half>;
+
 template <Dist D, class T>
 constexpr int per_block() {
-  if constexpr (D == Dist::Uniform) return std::is_same_v<T, float> ? 4 : 2;
-  else if constexpr (D == Dist::Normal) return std::is_same_v<T, float> ? 2 : 1;
+  if constexpr (D == Dist::Uniform) return kFloatStream<T> ? 4 : 2;
+  else if constexpr (D == Dist::Normal) return kFloatStream<T> ? 2 : 1;
   else if constexpr (D == Dist::RandomInt) return 2;
   else return 4;
 }
@@ -83,12 +88,12 @@ __global__ void __launch_bounds__(kElemThreads)
       int64_t i = j * kPer + e;
       if (i >= n) break;
       if constexpr (D == Dist::Uniform) {
-        if constexpr (std::is_same_v<T, float>) out[i] = static_cast<float>(affine(p.a, p.b, unit_float(word(w, e))));
+        if constexpr (kFloatStream<T>) out[i] = T(static_cast<float>(affine(p.a, p.b, unit_float(word(w, e)))));
         else out[i] = static_cast<T>(affine(p.a, p.b, unit_double(word(w, 2 * e), word(w, 2 * e + 1))));
       } else if constexpr (D == Dist::Normal) {
-        if constexpr (std::is_same_v<T, float>) {
+        if constexpr (kFloatStream<T>) {
           double z = box_muller(unit_float(word(w, 2 * e)), unit_float(word(w, 2 * e + 1)));
-          out[i] = static_cast<float>(affine(p.a, p.b, z));
+          out[i] = T(static_cast<float>(affine(p.a, p.b, z)));
         } else {
           out[i] = static_cast<T>(affine(p.a, p.b, box_muller(unit_double(w.x, w.y), unit_double(w.z, w.w))));
         }
@@ -96,6 +101,7 @@ __global__ void __launch_bounds__(kElemThreads)
         uint64_t v = (static_cast<uint64_t>(word(w, 2 * e)) << 32) | word(w, 2 * e + 1);
         int64_t r = p.low + static_cast<int64_t>(v % p.range);
         if constexpr (std::is_same_v<T, bool>) out[i] = r != 0;
+        else if constexpr (kFloatStream<T>) out[i] = T(static_cast<float>(r));
         else out[i] = static_cast<T>(r);
       } else {
         out[i] = from_bit<T>(static_cast<double>(unit_float(word(w, e))) < p.a);
@@ -124,6 +130,8 @@ void launch_uniform(DType dtype, void* out, int64_t n, uint64_t seed, uint64_t b
   p.b = to - from;
   if (dtype == DType::Float32) launch_fill_kernel<Dist::Uniform, float>(out, n, seed, base, p, stream, "uniform_");
   else if (dtype == DType::Float64) launch_fill_kernel<Dist::Uniform, double>(out, n, seed, base, p, stream, "uniform_");
+  else if (dtype == DType::BFloat16) launch_fill_kernel<Dist::Uniform, BFloat16>(out, n, seed, base, p, stream, "uniform_");
+  else if (dtype == DType::Float16) launch_fill_kernel<Dist::Uniform, Half>(out, n, seed, base, p, stream, "uniform_");
   else elementwise_internal_error("launch_uniform", dtype, 0);
 }
 
@@ -134,6 +142,8 @@ void launch_normal(DType dtype, void* out, int64_t n, uint64_t seed, uint64_t ba
   p.b = std;
   if (dtype == DType::Float32) launch_fill_kernel<Dist::Normal, float>(out, n, seed, base, p, stream, "normal_");
   else if (dtype == DType::Float64) launch_fill_kernel<Dist::Normal, double>(out, n, seed, base, p, stream, "normal_");
+  else if (dtype == DType::BFloat16) launch_fill_kernel<Dist::Normal, BFloat16>(out, n, seed, base, p, stream, "normal_");
+  else if (dtype == DType::Float16) launch_fill_kernel<Dist::Normal, Half>(out, n, seed, base, p, stream, "normal_");
   else elementwise_internal_error("launch_normal", dtype, 0);
 }
 

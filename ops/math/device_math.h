@@ -9,10 +9,17 @@
 // 2. Where the devices evaluate a function differently (the CPU's vectorisable float erfc, CUDA's
 //    libdevice erfcf), it is the same function to within its documented error, chosen here under
 //    __CUDA_ARCH__ and nowhere else.
-// 3. No graft type and no allocation: device code may call anything in this file.
+// 3. No graft type but the plain 16-bit floats (runtime/half_types.h, device-safe) and no
+//    allocation: device code may call anything in this file.
+// 4. Functors are instantiated for compute types only (float, double, int64_t, bool). A 16-bit
+//    float tensor runs F<float> and an int32/uint8 one F<int64_t> (opmath_t): the loop converts
+//    each element once on load and once on store, so a formula of several steps rounds once, as
+//    PyTorch's opmath, and integer results wrap to the storage type as in two's complement.
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
+
+#include "runtime/half_types.h"
 
 #if defined(__CUDACC__)
 #define GRAFT_HOST_DEVICE __host__ __device__
@@ -96,9 +103,22 @@ inline constexpr int kFloatingTypes = 0b0011, kIntTypes = 0b0100, kBoolType = 0b
 inline constexpr int kAllTypes = kFloatingTypes | kIntTypes | kBoolType;
 inline constexpr int kNumberTypes = kFloatingTypes | kIntTypes;
 
+template <class T> struct OpMathOf { using type = T; };
+template <> struct OpMathOf<BFloat16> { using type = float; };
+template <> struct OpMathOf<Half> { using type = float; };
+template <> struct OpMathOf<uint8_t> { using type = int64_t; };
+template <> struct OpMathOf<int32_t> { using type = int64_t; };
+// The type a functor computes in for storage type T (invariant 4).
+template <class T> using opmath_t = typename OpMathOf<T>::type;
+// How a functor's argument or result type A (instantiated for M = opmath_t<T>) is stored: A itself,
+// unless it is the compute type, which is stored as T.
+template <class A, class M, class T> using stored_t = std::conditional_t<std::is_same_v<A, M>, T, A>;
+
 template <class T>
-inline constexpr int type_bit = std::is_same_v<T, float> ? 0b0001 : std::is_same_v<T, double> ? 0b0010
-                                : std::is_same_v<T, bool>  ? kBoolType : kIntTypes;
+inline constexpr int type_bit_of_compute = std::is_same_v<T, float> ? 0b0001 : std::is_same_v<T, double> ? 0b0010
+                                           : std::is_same_v<T, bool> ? kBoolType : kIntTypes;
+// Whether F may run for storage type T: its compute type is among F's types.
+template <class T> inline constexpr int type_bit = type_bit_of_compute<opmath_t<T>>;
 
 // An elementwise op's non-tensor argument as plain data, converted the ways Scalar::to<T>()
 // converts (so device code never needs graft::Scalar). `present` is false for an absent optional.
@@ -112,6 +132,7 @@ struct ScalarArg {
 template <class T>
 GRAFT_HOST_DEVICE inline T scalar_as(const ScalarArg& s) {
   if constexpr (std::is_floating_point_v<T>) return static_cast<T>(s.f);
+  else if constexpr (std::is_same_v<T, BFloat16> || std::is_same_v<T, Half>) return T(static_cast<float>(s.f));
   else if constexpr (std::is_same_v<T, bool>) return s.b;
   else return static_cast<T>(s.i);
 }

@@ -38,7 +38,12 @@ Tolerance default_tolerance(DType dtype) {
   switch (dtype) {
     case DType::Float64: return {.rtol = 1e-7, .atol = 1e-7};
     case DType::Float32: return {.rtol = 1.3e-6, .atol = 1e-5};
+    // PyTorch's assert_close defaults: one rounding of each 16-bit format is within these.
+    case DType::BFloat16: return {.rtol = 1.6e-2, .atol = 1e-5};
+    case DType::Float16: return {.rtol = 1e-3, .atol = 1e-5};
     case DType::Int64:
+    case DType::Int32:
+    case DType::UInt8:
     case DType::Bool: return {.rtol = 0.0, .atol = 0.0};
   }
   return {.rtol = 0.0, .atol = 0.0};

@@ -16,10 +16,20 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) int64_t float_to
   for (; i + 16 <= n; i += 16) {
     const __m512 v = _mm512_loadu_ps(s + i);
     __m256i r = reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(v));
+    // vcvtneps2bf16 reads a float32 subnormal as zero; bfloat16 has the same exponent range, so
+    // those lanes have subnormal (or min-normal) results: round them by integer arithmetic.
+    const __m512i u = _mm512_castps_si512(v);
+    const __mmask16 sub = _mm512_testn_epi32_mask(u, _mm512_set1_epi32(0x7F800000)) &
+                          _mm512_test_epi32_mask(u, _mm512_set1_epi32(0x7FFFFF));
+    if (sub != 0) {
+      const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+      const __m512i rounded =
+          _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7FFF), lsb)), 16);
+      r = _mm256_mask_blend_epi16(sub, r, _mm512_cvtepi32_epi16(rounded));
+    }
     // NaN lanes: the sign and 0x7FC0, as the scalar conversion.
     const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
-    const __m512i sign_qnan = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(_mm512_castps_si512(v), 16),
-                                                                _mm512_set1_epi32(0x8000)), qnan);
+    const __m512i sign_qnan = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x8000)), qnan);
     r = _mm256_mask_blend_epi16(nan, r, _mm512_cvtepi32_epi16(sign_qnan));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + i), r);
   }

@@ -11,14 +11,22 @@
 namespace graft {
 namespace kernels {
 
+// One element converted as PyTorch's copy_ converts it:
+// - to bool: nonzero (NaN included) is true;
+// - to bfloat16/float16: through float, then rounded once (a float64 source rounds twice, as c10);
+// - floating to uint8: through int64, then wrapped (-1.0 -> 255, 300.5 -> 44), as c10's
+//   static_cast_with_inter_type; floating to int32/int64: truncated (runtime/scalar.h's float_to_integral);
+// - integers to narrower integers wrap (two's complement).
 template <class D, class S>
 inline D cast_value(S v) {
+  constexpr bool s_floating = std::is_floating_point_v<S> || std::is_same_v<S, BFloat16> || std::is_same_v<S, Half>;
   if constexpr (std::is_same_v<D, bool>) {
     if constexpr (std::is_same_v<S, BFloat16> || std::is_same_v<S, Half>) return static_cast<float>(v) != 0.0f;
     else return v != S(0);  // NaN is true, as PyTorch
   }
   else if constexpr (std::is_same_v<S, bool>) return static_cast<D>(static_cast<int>(v));
   else if constexpr (std::is_same_v<D, BFloat16> || std::is_same_v<D, Half>) return D(static_cast<float>(v));
+  else if constexpr (s_floating && std::is_integral_v<D>) return float_to_integral<D>(static_cast<double>(v));
   else return static_cast<D>(v);
 }
 

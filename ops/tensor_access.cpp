@@ -18,13 +18,18 @@ T Tensor::item() const {
   return to_vector<T>()[0];
 }
 
-template std::vector<float> Tensor::to_vector<float>() const;
-template std::vector<double> Tensor::to_vector<double>() const;
-template std::vector<int64_t> Tensor::to_vector<int64_t>() const;
-template std::vector<bool> Tensor::to_vector<bool>() const;
-template float Tensor::item<float>() const;
-template double Tensor::item<double>() const;
-template int64_t Tensor::item<int64_t>() const;
-template bool Tensor::item<bool>() const;
+// Every dtype's element type (dtype_v); to_vector<bool> is std::vector<bool>, filled element-wise.
+#define GRAFT_INSTANTIATE_ACCESS(T)                       \
+  template std::vector<T> Tensor::to_vector<T>() const; \
+  template T Tensor::item<T>() const;
+GRAFT_INSTANTIATE_ACCESS(float)
+GRAFT_INSTANTIATE_ACCESS(double)
+GRAFT_INSTANTIATE_ACCESS(int64_t)
+GRAFT_INSTANTIATE_ACCESS(bool)
+GRAFT_INSTANTIATE_ACCESS(BFloat16)
+GRAFT_INSTANTIATE_ACCESS(Half)
+GRAFT_INSTANTIATE_ACCESS(uint8_t)
+GRAFT_INSTANTIATE_ACCESS(int32_t)
+#undef GRAFT_INSTANTIATE_ACCESS
 
 }  // namespace graft

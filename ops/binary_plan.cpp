@@ -35,7 +35,7 @@ DType addc_dtype(const char* op, const Tensor& self, const Tensor& a, const Tens
   check_defined(self, op, "self");
   check_defined(a, op, "tensor1");
   check_defined(b, op, "tensor2");
-  DType r = result_type(result_type(self.dtype(), a.dtype()), b.dtype());
+  DType r = result_type(self, a, b);
   GRAFT_CHECK(r != kBool, op, ": not implemented for bool tensors (got ", describe(self), ", ", describe(a), " and ",
               describe(b), ")");
   GRAFT_CHECK(is_floating(r) || value.is_integral(), op,
@@ -48,7 +48,7 @@ DType addc_dtype(const char* op, const Tensor& self, const Tensor& a, const Tens
 
 DType add_dtype(const char* op, const Tensor& a, const Tensor& b, Scalar alpha) {
   check_defined2(a, b, op);
-  DType r = result_type(a.dtype(), b.dtype());
+  DType r = result_type(a, b);
   check_alpha(op, r, alpha);
   return r;
 }
@@ -61,7 +61,7 @@ DType sub_dtype(const char* op, const Tensor& a, const Tensor& b, Scalar alpha) 
 
 DType promote_dtype(const char* op, const Tensor& a, const Tensor& b) {
   check_defined2(a, b, op);
-  return result_type(a.dtype(), b.dtype());
+  return result_type(a, b);
 }
 
 DType div_dtype(const char* op, const Tensor& a, const Tensor& b) { return floating_result(promote_dtype(op, a, b)); }
@@ -93,7 +93,7 @@ DType where_dtype(const char* op, const Tensor& cond, const Tensor& a, const Ten
   check_defined(cond, op, "condition");
   check_defined2(a, b, op);
   GRAFT_CHECK(cond.dtype() == kBool, op, ": expected condition to be a boolean tensor, but got ", describe(cond));
-  return result_type(a.dtype(), b.dtype());
+  return result_type(a, b);
 }
 
 DType masked_fill_dtype(const char* op, const Tensor& x, const Tensor& mask, Scalar) {

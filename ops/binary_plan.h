@@ -6,9 +6,9 @@
 // (ops/elementwise_plan.h) and their loop over the op's functor (ops/math/binary_math.h), so both
 // devices accept, promote and fail alike.
 //
-// Promotion: tensor-tensor takes the higher dtype (bool < int64 < float32 < float64); a Scalar only
-// matters when it is of a higher category (result_type in tensor_iterator.h). True division of
-// integers gives float32. In-place ops compute in the promoted dtype and need it castable to self
+// Promotion: PyTorch's result_type (tensor_iterator.h): tensors with dims take the higher dtype
+// (promote_types); a 0-dim tensor, then a Scalar, only matters when it is of a higher category
+// (bool < integral < floating). True division of integers gives float32. In-place ops compute in the promoted dtype and need it castable to self
 // ("result type Float can't be cast to the desired output type Long"); the broadcast shape must be
 // self's shape.
 #include <initializer_list>

@@ -37,11 +37,34 @@ bool ranges_overlap(const Tensor& a, const Tensor& b) {
   return alo < bhi && blo < ahi;
 }
 
+DType combine_categories(DType higher, DType lower) {
+  if (is_floating(higher)) return higher;
+  if (higher == kBool || is_floating(lower)) return promote_types(higher, lower);
+  return higher;  // integral over integral or bool
+}
+
+DType result_type(const Tensor& a, const Tensor& b) {
+  const bool za = a.dim() == 0, zb = b.dim() == 0;
+  if (za == zb) return promote_types(a.dtype(), b.dtype());
+  return za ? combine_categories(b.dtype(), a.dtype()) : combine_categories(a.dtype(), b.dtype());
+}
+
+DType result_type(const Tensor& a, const Tensor& b, const Tensor& c) {
+  bool have_dim = false, have_zero = false;
+  DType dim = kBool, zero = kBool;
+  for (const Tensor* t : {&a, &b, &c}) {
+    DType& r = t->dim() == 0 ? zero : dim;
+    bool& have = t->dim() == 0 ? have_zero : have_dim;
+    r = have ? promote_types(r, t->dtype()) : t->dtype();
+    have = true;
+  }
+  if (!have_dim) return zero;
+  return have_zero ? combine_categories(dim, zero) : dim;
+}
+
 DType result_type(DType t, const Scalar& s) {
-  auto category = [](DType d) { return d == kBool ? 0 : d == kInt64 ? 1 : 2; };
-  int sc = s.is_bool() ? 0 : s.is_integral() ? 1 : 2;
-  if (sc > category(t)) return sc == 1 ? kInt64 : kFloat32;
-  return t;
+  // A Scalar takes part as its category's default dtype (PyTorch's wrapped numbers).
+  return combine_categories(t, s.is_bool() ? kBool : s.is_integral() ? kInt64 : kFloat32);
 }
 
 bool can_cast(DType from, DType to) {

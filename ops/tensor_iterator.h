@@ -173,11 +173,22 @@ auto elementwise_loop(F f) {
 }
 
 // ---- PyTorch's type promotion ----
+//
+// Operands take part with three priorities, as in PyTorch's result_type: tensors with at least one
+// dim, then 0-dim tensors, then Scalars. A lower-priority operand only matters when it is of a higher
+// category (bool < integral < floating): uint8[3] + int64 0-dim stays uint8, int32[3] + float64
+// 0-dim is float64, int32[3] + 2.5 is float32 (a floating Scalar counts as float32). Within one
+// priority, promote_types decides. So `x * scalar_tensor(2.0, kFloat64)` keeps a float32 x float32.
 
-// Tensor-tensor: the higher of the two (bool < int64 < float32 < float64).
+// The dtype of operands of category-priority `higher` combined with lower-priority ones of dtype
+// `lower` (PyTorch's combine_categories).
+DType combine_categories(DType higher, DType lower);
+// Tensor-tensor, both with dims (or both 0-dim): the higher of the two.
 inline DType result_type(DType a, DType b) { return promote_types(a, b); }
-// Tensor-Scalar: the Scalar only matters when it is of a higher category (bool < integral <
-// floating); then the result is that category's default dtype (int64, float32).
+// Tensor-tensor with PyTorch's priorities: a 0-dim tensor next to one with dims is lower priority.
+DType result_type(const Tensor& a, const Tensor& b);
+DType result_type(const Tensor& a, const Tensor& b, const Tensor& c);
+// Tensor-Scalar: the Scalar (as bool, int64 or float32) only matters when it is of a higher category.
 DType result_type(DType t, const Scalar& s);
 // The dtype a floating op (exp, sqrt, true division) returns: integers and bool give float32.
 inline DType floating_result(DType t) { return is_floating(t) ? t : kFloat32; }

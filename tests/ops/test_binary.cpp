@@ -141,8 +141,10 @@ TEST_CASE("0-d tensors broadcast against any shape") {
   Tensor ss = graft::add(s, s);
   CHECK(ss.dim() == 0);
   CHECK(ss.item<float>() == 4.0f);
-  // 0-d tensors take part in promotion like any tensor here
+  // Next to a tensor with dims, a 0-d tensor counts only when of a higher category (PyTorch's
+  // result_type; tests/runtime/test_promotion.cpp has the whole table).
   CHECK(graft::add(ints({1}, {1}), graft::scalar_tensor(0.5)).dtype() == kFloat32);
+  CHECK(graft::add(x, graft::scalar_tensor(0.5, graft::dtype(kFloat64))).dtype() == kFloat32);
 }
 
 TEST_CASE("empty tensors broadcast to empty results") {
@@ -296,7 +298,8 @@ TEST_CASE("where selects with 3-way broadcasting and promotes a and b") {
   Tensor a = make({1, 2}, {2}), b = graft::scalar_tensor(-1.0, graft::dtype(kFloat64));
   Tensor r = graft::where(cond, a, b);
   CHECK(r.sizes() == Shape{3, 2});
-  CHECK(r.dtype() == kFloat64);
+  CHECK(r.dtype() == kFloat32);  // a 0-d float64 does not widen float32 [2] (PyTorch's result_type)
+  CHECK(graft::where(cond, a, make({-1}, {1}, kFloat64)).dtype() == kFloat64);
   check_close(r, {1, 2, -1, -1, 1, 2}, kExact);
   Tensor ri = graft::where(bools({true, false}, {2}), ints({1, 2}, {2}), ints({7, 8}, {2}));
   CHECK(ri.dtype() == kInt64);

@@ -149,7 +149,21 @@ std::ostream& operator<<(std::ostream& out, const Tensor& t) {
     std::string s = hook(t);
     if (!s.empty()) suffixes.push_back(s);
   }
-  for (auto& s : suffixes) os << ", " << s;
+  // A suffix that would pass the line width goes on a line of its own, indented under the values
+  // (torch/_tensor_str.py's _add_suffixes, including its count of the last line's length).
+  std::string body = os.str();
+  const size_t nl = body.rfind('\n');
+  int64_t last_line = static_cast<int64_t>(nl == std::string::npos ? body.size() + 2 : body.size() - nl + 1);
+  for (auto& s : suffixes) {
+    const auto len = static_cast<int64_t>(s.size());
+    if (last_line + len + 2 > kLineWidth) {
+      os << ",\n" << std::string(7, ' ') << s;
+      last_line = 7 + len;
+    } else {
+      os << ", " << s;
+      last_line += len + 2;
+    }
+  }
   os << ')';
   return out << os.str();
 }

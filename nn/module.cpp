@@ -152,6 +152,8 @@ void Module::to(Device device, bool non_blocking) {
 }
 
 void Module::to(DType dtype) {
+  // Integer parameters would lose their gradients and every fractional value: PyTorch refuses too.
+  GRAFT_CHECK(is_floating(dtype), name(), ".to: only accepts floating point dtypes, but got desired dtype=", dtype);
   convert_in_place([&](const Tensor& t) {
     return is_floating(t.dtype()) ? t.to(dtype) : t;
   });

@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 
 #include "graft.h"
 #include "nn/safetensors.h"
@@ -221,4 +222,77 @@ TEST_CASE("save_safetensors rejects reserved names and undefined tensors, leavin
   CHECK_FALSE(std::filesystem::exists(path));
   CHECK_THROWS_WITH(nn::save_safetensors({{"w", tensor({1})}}, dir.file("no/such/dir/x.safetensors")),
                     Contains("cannot open"));
+}
+
+namespace {
+
+// A tensor's bytes, for exact comparisons of every dtype (NaN payloads included).
+std::string bytes_of(const Tensor& t) {
+  Tensor c = t.contiguous();
+  return std::string(static_cast<const char*>(c.data_ptr()), c.nbytes());
+}
+
+// A tensor of `dtype` and `shape` holding `bytes` as they are.
+Tensor from_bytes(const std::string& bytes, const Shape& shape, DType dtype) {
+  Tensor t = ops::empty(shape, dtype);
+  REQUIRE(t.nbytes() == bytes.size());
+  std::memcpy(t.data_ptr(), bytes.data(), bytes.size());
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("safetensors round trips BF16, F16, U8 and I32 byte for byte") {
+  TempDir dir("safetensors_dtypes");
+  std::map<std::string, Tensor> in;
+  // Every 16-bit pattern (NaNs, infinities and subnormals among them): the file must keep them all.
+  std::string all16;
+  for (uint32_t v = 0; v < 65536; ++v) all16 += raw<uint16_t>({static_cast<uint16_t>(v)});
+  in["bf16"] = from_bytes(all16, {256, 256}, kBFloat16);
+  in["f16"] = from_bytes(all16, {65536}, kFloat16);
+  std::string all8;
+  for (int v = 0; v < 256; ++v) all8 += static_cast<char>(v);
+  in["u8"] = from_bytes(all8, {16, 16}, kUInt8);
+  in["i32"] = from_bytes(raw<int32_t>({INT32_MIN, -1, 0, 1, INT32_MAX, 123456789}), {3, 2}, kInt32);
+  in["bf16_view"] = randn({4, 6}).to(kBFloat16).t();  // non-contiguous: saved as its logical values
+  in["u8_odd"] = from_bytes(raw<uint8_t>({7, 8, 9}), {3}, kUInt8);  // leaves the next tensor misaligned
+  const std::string path = dir.file("dtypes.safetensors");
+  nn::save_safetensors(in, path);
+
+  // The header names the safetensors dtype codes.
+  const std::string file = read_file(path);
+  for (const char* code : {"\"BF16\"", "\"F16\"", "\"U8\"", "\"I32\""}) CHECK(file.find(code) != std::string::npos);
+
+  auto out = nn::load_safetensors(path);
+  REQUIRE(out.size() == in.size());
+  for (const auto& [name, t] : in) {
+    INFO(name);
+    REQUIRE(out.count(name) == 1);
+    CHECK(out.at(name).dtype() == t.dtype());
+    CHECK(out.at(name).sizes() == t.sizes());
+    CHECK(bytes_of(out.at(name)) == bytes_of(t));
+  }
+}
+
+TEST_CASE("a safetensors file written by PyTorch with bf16, f16, u8, i32 and f32 tensors loads exactly") {
+  // torch_mixed_dtypes.json: each tensor's dtype, shape and exact values (make_torch_dtypes_safetensors.py).
+  // The file's u8 data starts at byte 60 of the data section, not a multiple of 8.
+  const auto want = nlohmann::json::parse(read_file(fixture_path("torch_mixed_dtypes.json"))).at("tensors");
+  std::map<std::string, std::string> meta;
+  auto got = nn::load_safetensors(fixture_path("torch_mixed_dtypes.safetensors"), meta);
+  CHECK(meta.count("torch_version") == 1);
+  REQUIRE(got.size() == want.size());
+  for (const auto& [name, w] : want.items()) {
+    INFO(name);
+    REQUIRE(got.count(name) == 1);
+    const Tensor& t = got.at(name);
+    CHECK(dtype_name(t.dtype()) == w.at("dtype").get<std::string>());
+    CHECK(t.sizes() == w.at("shape").get<std::vector<int64_t>>());
+    // Every value of these dtypes is exact in a double, so the comparison is exact.
+    CHECK(t.to(kFloat64).to_vector<double>() == w.at("values").get<std::vector<double>>());
+  }
+  // The 16-bit tensors are usable as they are: arithmetic in their own dtype.
+  Tensor doubled = got.at("w_bf16") * 2;
+  CHECK(doubled.dtype() == kBFloat16);
+  CHECK(doubled.to(kFloat64).to_vector<double>()[0] == 2 * want.at("w_bf16").at("values")[0].get<double>());
 }

@@ -11,6 +11,8 @@
 namespace graft::test {
 
 std::string fixture_path(const std::string& name) { return std::string(GRAFT_TEST_DATA_DIR) + "/" + name; }
+// GRAFT_TEST_DATA_DIR is tests/nn/data.
+std::string tests_path(const std::string& relative) { return std::string(GRAFT_TEST_DATA_DIR) + "/../../" + relative; }
 
 const std::map<std::string, Tensor>& safetensors_fixture(const std::string& name) {
   static std::map<std::string, std::map<std::string, Tensor>> loaded;

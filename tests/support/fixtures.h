@@ -14,6 +14,9 @@ namespace graft::test {
 // The path of a committed fixture file, e.g. fixture_path("transformer_fixture.safetensors").
 std::string fixture_path(const std::string& name);
 
+// The path of a committed file under tests/, e.g. tests_path("runtime/data/rounding.json").
+std::string tests_path(const std::string& relative);
+
 // A committed safetensors fixture, read once per process and kept.
 const std::map<std::string, Tensor>& safetensors_fixture(const std::string& name);
 

@@ -122,13 +122,13 @@ const std::set<std::string> kNotDeclared = {"dropout"};
 // Fixture ops whose mixed inputs graft's op does not take (the single-dtype cases still run).
 const std::set<std::string> kNoMixedForm = {"masked_fill"};
 
-size_t floating_inputs(const json& rec, const std::string& key) {
+// How many floating tensors each fixture op takes (the rest take one).
+size_t floating_inputs(const std::string& key) {
   static const std::map<std::string, size_t> n = {
       {"matmul", 2}, {"mm", 2}, {"bmm", 2}, {"linear", 3}, {"conv2d", 3}, {"scaled_dot_product_attention", 3},
       {"add", 2}, {"mul", 2}, {"layer_norm", 3}, {"cat", 2}, {"stack", 2}, {"cross_entropy", 2},
       {"nll_loss", 2}, {"mse_loss", 2}, {"where", 2}};
   auto it = n.find(key);
-  (void)rec;
   return it == n.end() ? 1 : it->second;
 }
 
@@ -167,7 +167,7 @@ TEST_CASE("every op of PyTorch's fixture graft has gives PyTorch's dtype under C
       continue;
     }
     const OpRun& run = it->second;
-    size_t n = floating_inputs(rec, key);
+    size_t n = floating_inputs(key);
     AutocastGuard ac(kCPU, kBFloat16);
     CHECK(dtype_name(run(std::vector<DType>(n, kFloat32))) == rec["float32"].get<std::string>());
     CHECK(dtype_name(run(std::vector<DType>(n, kBFloat16))) == rec["bfloat16"].get<std::string>());
@@ -245,7 +245,7 @@ TEST_CASE("the CUDA float16 decisions give the dtypes PyTorch's CUDA lists imply
     auto p = autocast::op_policy(key);
     REQUIRE(p.has_value());
     if (p->cuda == CastPolicy::None) continue;  // runs on what its inputs are: the op's own rule
-    size_t n = floating_inputs(rec, key);
+    size_t n = floating_inputs(key);
     auto decide = [&](std::vector<DType> in) { return dtype_name(*autocast::cast_dtype(p->cuda, kFloat16, in)); };
     CHECK(decide(std::vector<DType>(n, kFloat32)) == rec["float32"].get<std::string>());
     CHECK(decide(std::vector<DType>(n, kFloat16)) == rec["float16"].get<std::string>());

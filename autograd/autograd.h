@@ -13,6 +13,7 @@
 #include "autograd/allow_mutation.h"
 #include "autograd/checkpoint.h"
 #include "autograd/anomaly_mode.h"
+#include "autograd/autocast.h"
 #include "autograd/graph_export.h"
 
 namespace graft::autograd {

@@ -7,6 +7,7 @@
 #include <optional>
 #include <sstream>
 
+#include "autograd/autocast.h"
 #include "autograd/autograd_meta.h"
 #include "autograd/engine.h"
 #include "autograd/grad_mode.h"
@@ -45,6 +46,7 @@ struct Frame {
   std::vector<std::weak_ptr<Placeholder>> holders;  // alive while the graph may still unpack them
   RngState rng_cpu;
   std::vector<std::pair<int, RngState>> rng_cuda;
+  autocast::AutocastState autocast;  // the forward's, reinstalled by the recomputation
   std::map<std::string, std::vector<CachedOutput>> cache;  // selective checkpointing, in call order
   std::vector<std::string> forward_ops;                     // debug: the forward's op sequence
   std::mutex mu;
@@ -233,6 +235,9 @@ void recompute(Frame& f, TaskResults& r) {
   AutogradTls fresh;  // no enclosing hooks, grad mode on
   fresh.grad_enabled = true;
   AutogradTlsGuard tls(fresh);
+  // The forward's autocast state (the engine runs backward with it off), so every op casts as it
+  // did and saves tensors of the same dtypes, as torch.utils.checkpoint does.
+  autocast::AutocastStateGuard autocast_state(f.autocast);
   size_t next = 0;
   bool stopped = false;
   {
@@ -330,6 +335,7 @@ std::vector<Tensor> checkpoint(const std::function<std::vector<Tensor>(const std
     f->input_requires_grad.push_back(t.defined() && t.requires_grad());
   }
   if (t_early_stop_override >= 0) f->opts.early_stop = t_early_stop_override == 1;
+  f->autocast = autocast::current_state();
   if (f->opts.preserve_rng_state) {
     f->rng_cpu = default_generator().get_state();
     for (int i = 0; i < cuda_device_count(); ++i)

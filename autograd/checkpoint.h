@@ -8,7 +8,8 @@
 //
 // The first unpack of a placeholder in a graph task re-runs fn under grad mode, in a fresh context
 // (no enclosing hooks), on the saved inputs (detached, with their original requires_grad) and with
-// the RNG state of the original call, collecting the saved tensors in order. With early_stop it
+// the RNG state and autocast state (autograd/autocast.h) of the original call, collecting the
+// saved tensors in order. With early_stop it
 // stops as soon as the last tensor still needed by the graph is back. Results are kept per graph
 // task and dropped once consumed; a retained graph recomputes again in the next backward. A nested
 // checkpoint's inputs are placeholders of its parent, so recomputing it first recomputes the parent,

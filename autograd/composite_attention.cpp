@@ -9,6 +9,7 @@
 #include <cmath>
 #include <limits>
 
+#include "autograd/autocast_policies.h"
 #include "autograd/derivatives.h"
 #include "runtime/dispatcher.h"
 
@@ -123,6 +124,12 @@ Tensor scaled_dot_product_attention_math(const Tensor& q, const Tensor& k, const
 
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_mask,
                                     double dropout_p, bool is_causal, std::optional<double> scale) {
+  if (autocast::detail::active()) [[unlikely]] {
+    autocast::detail::OpCast cast_("scaled_dot_product_attention", autocast::policies::scaled_dot_product_attention,
+                                   {&q, &k, &v, &attn_mask});
+    if (cast_) return graft::scaled_dot_product_attention(cast_(q), cast_(k), cast_(v), cast_(attn_mask), dropout_p,
+                                                          is_causal, scale);
+  }
   const char* op = "scaled_dot_product_attention";
   GRAFT_CHECK(!(is_causal && attn_mask.defined()), op, ": an explicit attn_mask must not be set when is_causal=true");
   SdpaBackend b = t_backend;

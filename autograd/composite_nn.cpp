@@ -1,6 +1,9 @@
 // The public functions declared `composite` in codegen/ops/{linalg,conv_pool,softmax_loss}.yaml:
 // each is written with differentiable graft:: ops (so its gradient, and every higher order,
 // follows from theirs), taking the registered op's one-kernel path when no gradient is needed.
+// Those with an `autocast:` policy open with the cast the generator writes for the others
+// (autograd/autocast.h).
+#include "autograd/autocast_policies.h"
 #include "autograd/derivatives.h"
 
 namespace graft {
@@ -8,6 +11,10 @@ using namespace autograd;
 
 // torch.matmul semantics, built from mm/bmm and views.
 Tensor matmul(const Tensor& a, const Tensor& b) {
+  if (autocast::detail::active()) [[unlikely]] {
+    autocast::detail::OpCast cast_("matmul", autocast::policies::matmul, {&a, &b});
+    if (cast_) return graft::matmul(cast_(a), cast_(b));
+  }
   GRAFT_CHECK(a.defined() && b.defined(), "matmul: undefined tensor argument");
   GRAFT_CHECK(a.dim() >= 1 && b.dim() >= 1, "matmul: both arguments need at least 1 dimension, got shapes ",
               shape_str(a.sizes()), " and ", shape_str(b.sizes()));
@@ -61,6 +68,10 @@ Tensor max_pool2d(const Tensor& in, const Shape& k, const Shape& s, const Shape&
 // differentiable ops so every order of derivative is exact.
 Tensor cross_entropy(const Tensor& x, const Tensor& t, const Tensor& w, Option<LossReduction> reduction, int64_t ii,
                      double ls) {
+  if (autocast::detail::active()) [[unlikely]] {
+    autocast::detail::OpCast cast_("cross_entropy", autocast::policies::cross_entropy, {&x, &t, &w});
+    if (cast_) return graft::cross_entropy(cast_(x), cast_(t), cast_(w), reduction, ii, ls);
+  }
   const LossReduction r = reduction.value("cross_entropy");
   GRAFT_CHECK(ls >= 0 && ls <= 1, "cross_entropy: label_smoothing must be between 0.0 and 1.0, got ", ls);
   GRAFT_CHECK(x.dim() >= 1, "cross_entropy: expected input with at least 1 dimension, got ", describe(x));
@@ -100,6 +111,10 @@ Tensor cross_entropy(const Tensor& x, const Tensor& t, const Tensor& w, Option<L
 
 // mse_loss = reduce((a - b)^2), composed so it is differentiable to any order.
 Tensor mse_loss(const Tensor& a, const Tensor& b, Option<LossReduction> reduction) {
+  if (autocast::detail::active()) [[unlikely]] {
+    autocast::detail::OpCast cast_("mse_loss", autocast::policies::mse_loss, {&a, &b});
+    if (cast_) return graft::mse_loss(cast_(a), cast_(b), reduction);
+  }
   const LossReduction r = reduction.value("mse_loss");
   GRAFT_CHECK(a.sizes() == b.sizes(), "mse_loss: input shape ", shape_str(a.sizes()),
               " and target shape ", shape_str(b.sizes()), " must match");
@@ -110,6 +125,10 @@ Tensor mse_loss(const Tensor& a, const Tensor& b, Option<LossReduction> reductio
 }
 
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& w, const Tensor& b, double eps) {
+  if (autocast::detail::active()) [[unlikely]] {
+    autocast::detail::OpCast cast_("layer_norm", autocast::policies::layer_norm, {&x, &w, &b});
+    if (cast_) return graft::layer_norm(cast_(x), normalized_shape, cast_(w), cast_(b), eps);
+  }
   return graft::native_layer_norm(x, normalized_shape, w, b, eps)[0];
 }
 

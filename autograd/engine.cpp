@@ -8,6 +8,7 @@
 
 #include "autograd/accumulate_grad.h"
 #include "autograd/anomaly_mode.h"
+#include "autograd/autocast.h"
 #include "autograd/autograd_meta.h"
 #include "autograd/functional.h"
 #include "autograd/grad_mode.h"
@@ -294,6 +295,11 @@ variable_list run_backward(const std::vector<Edge>& roots, variable_list root_gr
   // with grad mode set by create_graph.
   AutogradTlsGuard tls(task.tls);
   GradModeGuard mode(create_graph);
+  // Backward runs with autocast off (autograd/autocast.h, invariant 4): each rule computes in the
+  // dtypes its forward saved, and a create_graph backward records no casts of its own.
+  autocast::AutocastState no_autocast = autocast::current_state();
+  no_autocast.enabled.fill(false);
+  autocast::AutocastStateGuard autocast_off(no_autocast);
 
   const bool anomaly = is_anomaly_enabled();
   std::vector<ReadyEntry> ready;

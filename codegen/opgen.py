@@ -211,6 +211,7 @@ class Op:
     api: str = ""               # "ops": no graft:: form
     registered: bool = True     # false (`dispatch: none`): a composite that is not a dispatched op
     save_after: set[str] = field(default_factory=set)
+    autocast: dict = field(default_factory=dict)  # device ("cpu"/"cuda") -> "lower" / "fp32" / "promote"
 
     @property
     def full_name(self) -> str:
@@ -330,6 +331,8 @@ def make_op(items, where, family) -> Op:
             op.registered = False
         elif key == "save_after":
             op.save_after = {v.strip() for v in value.split(",")}
+        elif key == "autocast":
+            op.autocast = parse_autocast(value, w)
         else:
             names = [k.strip() for k in key.split(",")]
             for n in names:
@@ -337,6 +340,27 @@ def make_op(items, where, family) -> Op:
                     raise DeclError(f"{w}: '{key}' is neither an option nor an argument of {op.full_name}")
             op.formulas.append((names, value))
     return op
+
+
+AUTOCAST_POLICIES = {"lower": "Lower", "fp32": "Fp32", "promote": "Promote"}
+AUTOCAST_DEVICES = ("cpu", "cuda")
+
+
+def parse_autocast(value: str, where: str) -> dict:
+    """`lower` (every device), `fp32 cuda` (one device), `fp32 cpu, promote cuda` -> {device: policy}."""
+    out = {}
+    for item in value.split(","):
+        words = item.split()
+        if not words or len(words) > 2 or words[0] not in AUTOCAST_POLICIES or \
+                (len(words) == 2 and words[1] not in AUTOCAST_DEVICES):
+            raise DeclError(f"{where}: 'autocast:' takes 'POLICY [DEVICE]' items separated by commas, POLICY one of "
+                            f"{', '.join(AUTOCAST_POLICIES)} and DEVICE one of {', '.join(AUTOCAST_DEVICES)}; "
+                            f"got '{item.strip()}'")
+        for d in (words[1:] or AUTOCAST_DEVICES):
+            if d in out:
+                raise DeclError(f"{where}: 'autocast:' gives {d} two policies")
+            out[d] = words[0]
+    return out
 
 
 def parse_check(value: str, where: str) -> Check:
@@ -370,6 +394,13 @@ def check_model(ops: list[Op], enums: list[Enum]):
             raise DeclError(f"{op.where}: {op.full_name}: only a composite can be 'dispatch: none'")
         if op.elementwise and not op.dtype_rule:
             raise DeclError(f"{op.where}: elementwise op {op.full_name} needs 'dtype:' (its plan's rule)")
+        if op.autocast:
+            if op.api == "ops" or not ({"function", "method"} & op.variants):
+                raise DeclError(f"{op.where}: {op.full_name} has an 'autocast:' policy but no graft:: function "
+                                "to apply it in")
+            if op.inplace or op.view or not op.tensor_args:
+                raise DeclError(f"{op.where}: {op.full_name}: autocast casts the tensor inputs of out-of-place "
+                                "ops only (PyTorch's lists have no in-place or view op)")
     names = {e.name for e in enums}
     for op in ops:
         for a in op.args:
@@ -930,13 +961,58 @@ def gen_record(op: Op, types: Types, plan: RulePlan, result_expr: list[str], bef
     return out
 
 
+def autocast_ident(op: Op) -> str:
+    return op.full_name.replace(".", "_")
+
+
+def autocast_policy_expr(op: Op) -> str:
+    cpu, cuda = (AUTOCAST_POLICIES.get(op.autocast.get(d, ""), "None") for d in AUTOCAST_DEVICES)
+    return f"OpPolicy{{CastPolicy::{cpu}, CastPolicy::{cuda}}}"
+
+
+def gen_autocast_policies_h(ops: list[Op]) -> str:
+    """One constant per op with a policy (what its graft:: function, generated or composite, passes
+    to autocast::detail::OpCast) and the table of every public function (autocast::op_policy)."""
+    out = [HEADER, "#pragma once",
+           "// The autocast policy of every public graft:: function (`autocast:` in codegen/ops/*.yaml).",
+           '#include "autograd/autocast.h"', "", "namespace graft::autocast::policies {", ""]
+    public = [op for op in public_ops(ops) if {"function", "method"} & op.variants]
+    for op in public:
+        if op.autocast:
+            out.append(f"inline constexpr OpPolicy {autocast_ident(op)} = {autocast_policy_expr(op)};")
+    out.append("")
+    out.append("inline constexpr NamedPolicy kAll[] = {")
+    for op in public:
+        out.append(f"    {{{cpp_str(op.full_name)}, {autocast_policy_expr(op)}}},")
+    out.append("};")
+    out.append("")
+    out.append("}  // namespace graft::autocast::policies")
+    return "\n".join(out) + "\n"
+
+
+def gen_autocast_prologue(op: Op) -> list[str]:
+    """Casts the inputs and re-enters with autocast suspended (autograd/autocast.h, invariants 1-3),
+    before anything is recorded."""
+    if not op.autocast:
+        return []
+    list_arg = next((a for a in op.args if a.is_tensor_list), None)
+    ptrs = "{" + ", ".join(f"&{a.name}" for a in op.args if a.is_tensor) + "}"
+    head = f"{cpp_str(op.full_name)}, autocast::policies::{autocast_ident(op)}, "
+    ctor = head + (f"{list_arg.name}, {ptrs}" if list_arg else ptrs)
+    args = ", ".join(f"cast_({a.name})" if (a.is_tensor or a.is_tensor_list) else a.name for a in op.args)
+    return ["  if (autocast::detail::active()) [[unlikely]] {",
+            f"    autocast::detail::OpCast cast_({ctor});",
+            f"    if (cast_) return graft::{op.name}({args});",
+            "  }"]
+
+
 def gen_functional_cpp(ops: list[Op], types: Types) -> str:
     out = [HEADER,
            "// graft::'s differentiable ops: for each declared op with a derivative, the Saved struct its",
            "// rule reads, the rule (the declared formulas), and the public function that runs ops:: and",
            "// records the rule. Formulas are written with differentiable graft:: ops, so create_graph",
            "// gives higher orders; helpers they call live in autograd/derivatives.h.",
-           "#include <array>", '#include "autograd/derivatives.h"', "",
+           "#include <array>", '#include "autograd/autocast_policies.h"', '#include "autograd/derivatives.h"', "",
            "namespace graft {", "using namespace autograd;", "using namespace autograd::rules;", "",
            "namespace {", ""]
     diffs = [op for op in public_ops(ops) if op.differentiable]
@@ -954,6 +1030,7 @@ def gen_functional_cpp(ops: list[Op], types: Types) -> str:
         ret = types.ret(op)
         out.append(f"{ret} {op.name}({params(op, types, 'api', False)}) {{")
         call = f"ops::{op.name}({arg_names(op)})"
+        out.extend(gen_autocast_prologue(op))
         if not op.differentiable:
             if ret == "void":
                 out.append(f"  {call};")
@@ -1214,6 +1291,7 @@ def main(argv=None):
         elif a.layer == "autograd":
             files = {"functional_generated.h": gen_functional_h(ops, types),
                      "functional_generated.cpp": gen_functional_cpp(ops, types),
+                     "autocast_policies.h": gen_autocast_policies_h(ops),
                      "tensor_methods_generated.cpp": gen_tensor_methods_cpp(ops, types)}
         elif a.layer == "tests":
             files = {"op_cases.cpp": gen_op_cases(ops, types), "op_table.cpp": gen_op_table(ops)}

@@ -7,11 +7,20 @@
 #include "cuda/cuda_backend.h"
 #include "graft.h"
 #include "graft_config.h"
+#include "ops/dnnl_utils.h"
+#include "runtime/cpu_isa.h"
 #include "tools/commands.h"
 
 namespace graft::tools {
 
 namespace {
+
+// The implementation oneDNN picks for a bfloat16 matmul (under ONEDNN_MAX_CPU_ISA), or why there
+// is none: graft then computes bf16 products in float32 (ops/linalg.cpp).
+std::string bf16_line() {
+  const std::string& impl = dnnl_utils::bf16_matmul_impl();
+  return impl.empty() ? "none (bf16 falls back to graft's float path)" : impl + " (matmul)";
+}
 
 int run_info() {
   const dnnl_version_t* v = dnnl_version();
@@ -25,6 +34,9 @@ int run_info() {
                     ? " (one thread while other processes keep the cores busy; GRAFT_CONTENTION=fixed turns that off)"
                     : " (fixed: GRAFT_CONTENTION=fixed)")
             << '\n'
+            << "CPU ISA:        " << cpu_isa_name(cpu_isa()) << " (detected " << cpu_isa_name(detected_cpu_isa())
+            << "; GRAFT_MAX_CPU_ISA caps graft's own loops)\n"
+            << "oneDNN bf16:    " << bf16_line() << '\n'
             << "devices:        cpu";
   for (int i = 0; i < cuda_device_count(); ++i) std::cout << ", cuda:" << i << " (" << cuda_hooks().device_name(i) << ")";
   std::cout << '\n' << "registered ops: " << registered_ops().size() << '\n';

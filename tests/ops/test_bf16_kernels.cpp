@@ -1,5 +1,6 @@
 // bfloat16 and float16 through the CPU kernels that compute them natively or on oneDNN's 16-bit
-// primitives (matmul family, convolutions), against float32 on the same (rounded) inputs.
+// primitives (matmul family, convolutions, softmax, layer_norm), against float32 on the same
+// (rounded) inputs.
 //
 // The reference is the float32 op on the float32 copies of the 16-bit inputs, so the only
 // differences allowed are the one rounding of each result to the 16-bit dtype and the order of
@@ -210,5 +211,41 @@ TEST_CASE("gradients of bf16/f16 matmul, linear and conv2d through autograd matc
       check_close(w.low.grad(), w.f32.grad(), tol);
       check_close(b.low.grad(), b.f32.grad(), tol);
     }
+  }
+}
+
+TEST_CASE("layer_norm and softmax in bf16/f16 (with gradients) match float32") {
+  for (DType dt : kLowDtypes) {
+    INFO("dtype " << dt);
+    const Tolerance tol = tol_for(dt);
+    auto x = rand_pair({4, 6, 40}, dt), g = rand_pair({4, 6, 40}, dt);
+    for (Tensor* t : {&x.low, &x.f32}) t->requires_grad_();
+    Tensor s = graft::softmax(x.low, -1);
+    CHECK(s.dtype() == dt);
+    s.backward(g.low);
+    graft::softmax(x.f32, -1).backward(g.f32);
+    check_close(s, graft::softmax(x.f32.detach(), -1), tol);
+    check_close(x.low.grad(), x.f32.grad(), tol);
+    check_close(graft::log_softmax(x.low.detach(), 1), graft::log_softmax(x.f32.detach(), 1), tol);
+
+    // 16-bit input with float32 weight and bias (a float32 module under autocast): bf16 out.
+    auto xl = rand_pair({3, 5, 64}, dt);
+    Tensor w = (randn({64}) * 0.5 + 1).requires_grad_(), b = randn({64}).requires_grad_();
+    Tensor w2 = w.detach().clone().requires_grad_(), b2 = b.detach().clone().requires_grad_();
+    for (Tensor* t : {&xl.low, &xl.f32}) t->requires_grad_();
+    Tensor y = graft::layer_norm(xl.low, {64}, w, b);
+    CHECK(y.dtype() == dt);
+    auto gl = rand_pair({3, 5, 64}, dt);
+    y.backward(gl.low);
+    Tensor yr = graft::layer_norm(xl.f32, {64}, w2, b2);
+    yr.backward(gl.f32);
+    check_close(y, yr.detach(), tol);
+    CHECK(xl.low.grad().dtype() == dt);
+    CHECK(w.grad().dtype() == kFloat32);
+    check_close(xl.low.grad(), xl.f32.grad(), Tolerance{.rtol = tol.rtol, .atol = 4 * *tol.atol, .check_dtype = false});
+    // Weight and bias gradients sum over 15 rows of 16-bit products: a float32 result within the
+    // inputs' rounding.
+    check_close(w.grad(), w2.grad(), Tolerance{.rtol = tol.rtol, .atol = 1e-2});
+    check_close(b.grad(), b2.grad(), Tolerance{.rtol = tol.rtol, .atol = 1e-2});
   }
 }

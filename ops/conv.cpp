@@ -20,8 +20,9 @@
 //
 // bfloat16 runs on oneDNN's bf16 primitives (f32 accumulation, one rounding of each result; the
 // weight gradient comes back in bf16, as PyTorch's), the same code with bf16 descriptors, and the
-// weight cache holds bf16 copies. Where oneDNN cannot create a bf16 convolution (oneDNN 2.6 under
-// ONEDNN_MAX_CPU_ISA=AVX2), and always for float16 (oneDNN 2.6 has no f16 convolution for this
+// weight cache holds bf16 copies. Where oneDNN has no bf16 kernel for bf16 hardware (oneDNN 2.6
+// under ONEDNN_MAX_CPU_ISA=AVX2 has none, under AVX512_CORE only a slow emulation: see
+// dnnl_utils::use_bf16_primitives), or cannot create one for a shape, and always for float16 (oneDNN 2.6 has no f16 convolution for this
 // CPU), the operands are converted to float32, the float32 primitive runs and each result is
 // rounded once (run_conv).
 #include <algorithm>
@@ -280,7 +281,7 @@ void run_conv(int64_t kind, const ConvParams& p, const Tensor& in0, const Tensor
     run_conv_dnnl(kind, p, in0, in1, out, bias, nhwc);
     return;
   }
-  if (dt == kBFloat16 && du::has_bf16_primitives() && run_conv_dnnl(kind, p, in0, in1, out, bias, nhwc)) return;
+  if (dt == kBFloat16 && du::use_bf16_primitives() && run_conv_dnnl(kind, p, in0, in1, out, bias, nhwc)) return;
   Tensor fout = new_tensor_in_format(out, MemoryFormat::Preserve, kFloat32, out.device());
   run_conv_dnnl(kind, p, float_copy(in0), float_copy(in1), fout, float_copy(bias), nhwc);
   device_copy(out, fout);

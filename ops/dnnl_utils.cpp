@@ -43,6 +43,11 @@ const std::string& bf16_matmul_impl() {
   return impl;
 }
 
+bool use_bf16_primitives() {
+  const std::string& impl = bf16_matmul_impl();
+  return impl.find("bf16") != std::string::npos || impl.find("amx") != std::string::npos;
+}
+
 dnnl::memory::desc make_desc(const Shape& sizes, const Shape& strides, DType dtype) {
   return dnnl::memory::desc(dnnl::memory::dims(sizes.begin(), sizes.end()), to_dnnl(dtype),
                             dnnl::memory::dims(strides.begin(), strides.end()));

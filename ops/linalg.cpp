@@ -3,8 +3,9 @@
 // Every op reduces to one core: out[batch..., n, m] = a[batch_a..., n, k] @ b[batch_b..., k, m]
 // (+ bias[m]), with a and b padded to the same rank and their batch dims broadcast.
 //   float32          -> oneDNN matmul, reading transposed and strided operands in place
-//   bfloat16         -> oneDNN's bf16 matmul (f32 accumulation, one rounding of the result), where
-//                       oneDNN can create one; else the float path below
+//   bfloat16         -> oneDNN's bf16 matmul (f32 accumulation, one rounding of the result) where
+//                       it runs on bf16 hardware (dnnl_utils::use_bf16_primitives); else the float
+//                       path below
 //   float16          -> the float path: oneDNN 2.6 has no f16 matmul for this CPU
 //   float64 / int64  -> blocked i-k-j loops here (oneDNN has no f64 matmul; gradchecks need it)
 // The float path (matmul_via_float) converts the operands to float32 (exact), runs the float32
@@ -244,7 +245,7 @@ void matmul_core(MatOperand a, MatOperand b, const Shape& out_sizes, const Tenso
     case DType::BFloat16:
       // matmul_dnnl takes a and b by value (Tensor handles and small shapes), so the float path
       // still has the caller's operands when oneDNN turns bf16 down.
-      if (!du::has_bf16_primitives() || !matmul_dnnl(kBFloat16, a, b, out_sizes, out.data_ptr(), bias, accumulate))
+      if (!du::use_bf16_primitives() || !matmul_dnnl(kBFloat16, a, b, out_sizes, out.data_ptr(), bias, accumulate))
         matmul_via_float(std::move(a), std::move(b), out_sizes, out, bias, accumulate);
       break;
     case DType::Float16: matmul_via_float(std::move(a), std::move(b), out_sizes, out, bias, accumulate); break;

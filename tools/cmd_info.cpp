@@ -15,11 +15,12 @@ namespace graft::tools {
 
 namespace {
 
-// The implementation oneDNN picks for a bfloat16 matmul (under ONEDNN_MAX_CPU_ISA), or why there
-// is none: graft then computes bf16 products in float32 (ops/linalg.cpp).
+// The implementation oneDNN picks for a bfloat16 matmul (under ONEDNN_MAX_CPU_ISA), and whether
+// graft uses it; when not, graft computes bf16 products in float32 (ops/linalg.cpp).
 std::string bf16_line() {
   const std::string& impl = dnnl_utils::bf16_matmul_impl();
-  return impl.empty() ? "none (bf16 falls back to graft's float path)" : impl + " (matmul)";
+  if (impl.empty()) return "none (bf16 falls back to graft's float path)";
+  return impl + (dnnl_utils::use_bf16_primitives() ? " (matmul)" : " (matmul; emulated, so graft computes bf16 in float32)");
 }
 
 int run_info() {

@@ -256,3 +256,29 @@ TEST_CASE("layer_norm and softmax in bf16/f16 (with gradients) match float32") {
     check_close(b.grad(), b2.grad(), Tolerance{.rtol = tol.rtol, .atol = 1e-2});
   }
 }
+
+TEST_CASE("sum and mean of bf16/f16 accumulate in float and round once, or not at all for a float32 result") {
+  for (DType dt : kLowDtypes) {
+    INFO("dtype " << dt);
+    const Tolerance tol = tol_for(dt);
+    // 4096 ones and a large value: a 16-bit accumulator would stop counting at 256 (bf16) or
+    // 2048 (f16); a float one gets every one of them.
+    Tensor x = ops::ones({4096}, dt);
+    CHECK(x.sum().dtype() == dt);
+    check_close(x.sum({}, false, kFloat32), {4096.0}, Tolerance::exact());
+    CHECK(x.sum({}, false, kFloat32).dtype() == kFloat32);
+    check_close(x.mean(), {1.0}, Tolerance{.rtol = 0, .atol = 0, .check_dtype = false});
+
+    auto y = rand_pair({6, 50, 7}, dt);
+    Tensor s1 = y.low.sum({1});
+    CHECK(s1.dtype() == dt);
+    check_close(s1, y.f32.sum({1}), Tolerance{.rtol = tol.rtol, .atol = 2e-2, .check_dtype = false});
+    check_close(y.low.sum({0, 2}, true, kFloat32), y.f32.sum({0, 2}, true), Tolerance::within(1e-5));
+    Tensor m = y.low.transpose(0, 2).mean({1});
+    CHECK(m.dtype() == dt);
+    check_close(m, y.f32.transpose(0, 2).mean({1}), tol);
+    // A float32 tensor summed into a 16-bit result: float accumulation, one rounding.
+    check_close(y.f32.sum({1}, false, dt), y.f32.sum({1}), Tolerance{.rtol = tol.rtol, .atol = 2e-2, .check_dtype = false});
+    CHECK(y.f32.sum({1}, false, dt).dtype() == dt);
+  }
+}

@@ -17,6 +17,14 @@
 // activation reorder at all. The weights are still reordered into the primitive's blocked layout;
 // that copy is cached per weight storage and version (WeightCache), so it is redone only after the
 // weights change (optimizer.step()). float64 (gradchecks) runs on the direct loops below.
+//
+// bfloat16 runs on oneDNN's bf16 primitives (f32 accumulation, one rounding of each result; the
+// weight gradient comes back in bf16, as PyTorch's), the same code with bf16 descriptors, and the
+// weight cache holds bf16 copies. Where oneDNN has no bf16 kernel for bf16 hardware (oneDNN 2.6
+// under ONEDNN_MAX_CPU_ISA=AVX2 has none, under AVX512_CORE only a slow emulation: see
+// dnnl_utils::use_bf16_primitives), or cannot create one for a shape, and always for float16 (oneDNN 2.6 has no f16 convolution for this
+// CPU), the operands are converted to float32, the float32 primitive runs and each result is
+// rounded once (run_conv).
 #include <algorithm>
 #include <list>
 #include <mutex>
@@ -35,7 +43,7 @@ namespace {
 
 namespace du = dnnl_utils;
 
-// ---- float32: oneDNN ----
+// ---- float32 / bfloat16: oneDNN ----
 
 enum : int64_t { kKeyConvFwd = 2, kKeyConvBwdData = 3, kKeyConvBwdWeights = 4 };
 
@@ -135,8 +143,8 @@ int max_threads() {
 #endif
 }
 
-dnnl::memory::desc plain_md(const dnnl::memory::dims& dims, dnnl::memory::format_tag tag) {
-  return dnnl::memory::desc(dims, dnnl::memory::data_type::f32, tag);
+dnnl::memory::desc plain_md(const dnnl::memory::dims& dims, dnnl::memory::data_type dt, dnnl::memory::format_tag tag) {
+  return dnnl::memory::desc(dims, dt, tag);
 }
 
 void set_operand(ConvPrimitive::Operand& o, int arg, const dnnl::memory::desc& plain, const dnnl::memory::desc& inner,
@@ -152,9 +160,10 @@ void set_operand(ConvPrimitive::Operand& o, int arg, const dnnl::memory::desc& p
   o.reorder_scratch = pd.scratchpad_desc();
 }
 
-std::shared_ptr<const ConvPrimitive> conv_primitive(int64_t kind, const ConvParams& p, bool has_bias, bool nhwc) {
+std::shared_ptr<const ConvPrimitive> conv_primitive(int64_t kind, DType dtype, const ConvParams& p, bool has_bias,
+                                                    bool nhwc) {
   du::PrimitiveKey key(kind);
-  key.add(max_threads()).add(has_bias ? 1 : 0).add(nhwc ? 1 : 0);
+  key.add(static_cast<int64_t>(dtype)).add(max_threads()).add(has_bias ? 1 : 0).add(nhwc ? 1 : 0);
   for (int64_t v : {p.N, p.C, p.H, p.W, p.O, p.kh, p.kw, p.sh, p.sw, p.ph, p.pw, p.dh, p.dw, p.groups}) key.add(v);
   return du::get_or_create_as<ConvPrimitive>(key, [&] {
     using tag = dnnl::memory::format_tag;
@@ -169,8 +178,9 @@ std::shared_ptr<const ConvPrimitive> conv_primitive(int64_t kind, const ConvPara
     bool blocked = kind != kKeyConvBwdData || p.C / p.groups >= 8;
     tag plain_act = nhwc ? tag::nhwc : tag::nchw;
     tag act = nhwc ? tag::nhwc : blocked ? tag::any : tag::nchw, wt = blocked ? tag::any : wei_tag;
-    auto src_md = plain_md(src, act), dst_md = plain_md(dst, act), wei_md = plain_md(wei, wt);
-    auto bias_md = has_bias ? plain_md({p.O}, tag::x) : dnnl::memory::desc();
+    const dnnl::memory::data_type dt = du::to_dnnl(dtype);
+    auto src_md = plain_md(src, dt, act), dst_md = plain_md(dst, dt, act), wei_md = plain_md(wei, dt, wt);
+    auto bias_md = has_bias ? plain_md({p.O}, dt, tag::x) : dnnl::memory::desc();
     dims strides{p.sh, p.sw}, dil{p.dh - 1, p.dw - 1}, pad{p.ph, p.pw};
     // Right padding equal to the left: oneDNN then derives the same floor-rounded output size.
     dnnl::convolution_forward::desc fwd_d(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
@@ -178,7 +188,8 @@ std::shared_ptr<const ConvPrimitive> conv_primitive(int64_t kind, const ConvPara
     auto attr = du::default_attr();
     dnnl::convolution_forward::primitive_desc fwd_pd(fwd_d, attr, du::cpu_engine());
     auto cp = std::make_shared<ConvPrimitive>();
-    auto src_plain = plain_md(src, plain_act), dst_plain = plain_md(dst, plain_act), wei_plain = plain_md(wei, wei_tag);
+    auto src_plain = plain_md(src, dt, plain_act), dst_plain = plain_md(dst, dt, plain_act),
+         wei_plain = plain_md(wei, dt, wei_tag);
     if (kind == kKeyConvFwd) {
       set_operand(cp->in0, DNNL_ARG_SRC, src_plain, fwd_pd.src_desc(), false);
       set_operand(cp->in1, DNNL_ARG_WEIGHTS, wei_plain, fwd_pd.weights_desc(), false);
@@ -209,14 +220,17 @@ std::shared_ptr<const ConvPrimitive> conv_primitive(int64_t kind, const ConvPara
   });
 }
 
-// Runs the primitive on plain float32 buffers: in0, in1 -> out (+ bias for forward). Activations
-// are dense NCHW, or dense NHWC when `nhwc`; weights are contiguous.
-void run_conv_f32(int64_t kind, const ConvParams& p, const Tensor& in0, const Tensor& in1, const Tensor& out,
-                  const Tensor& bias, bool nhwc) {
+// Runs the primitive on plain buffers of out's dtype (float32 or bfloat16): in0, in1 -> out (+ bias
+// for forward). Activations are dense NCHW, or dense NHWC when `nhwc`; weights are contiguous.
+// Returns false, having written nothing, when oneDNN cannot create a bfloat16 convolution; a
+// float32 failure is an error.
+bool run_conv_dnnl(int64_t kind, const ConvParams& p, const Tensor& in0, const Tensor& in1, const Tensor& out,
+                   const Tensor& bias, bool nhwc) {
   std::shared_ptr<const ConvPrimitive> cp;
   try {
-    cp = conv_primitive(kind, p, bias.defined(), nhwc);
+    cp = conv_primitive(kind, out.dtype(), p, bias.defined(), nhwc);
   } catch (const dnnl::error& e) {
+    if (out.dtype() != kFloat32) return false;
     GRAFT_ERROR("conv2d: oneDNN could not create a convolution for input ", shape_str(p.input_sizes()),
                 " and weight ", shape_str(p.weight_sizes()), ": ", e.what());
   }
@@ -247,6 +261,30 @@ void run_conv_f32(int64_t kind, const ConvParams& p, const Tensor& in0, const Te
   du::execute(*cp, std::move(args));
   if (cp->out.needs_reorder())
     du::execute(cp->out.reorder, cp->out.reorder_scratch, {{DNNL_ARG_FROM, out_inner}, {DNNL_ARG_TO, out_plain}});
+  return true;
+}
+
+// A float32 copy of a 16-bit tensor in the same memory format (undefined stays undefined).
+Tensor float_copy(const Tensor& t) {
+  if (!t.defined()) return t;
+  Tensor f = new_tensor_in_format(t, MemoryFormat::Preserve, kFloat32, t.device());
+  device_copy(f, t);
+  return f;
+}
+
+// run_conv_dnnl in out's dtype where oneDNN has a primitive for it, else in float32 on converted
+// copies with one rounding into `out` (float16 always; bfloat16 without oneDNN bf16 kernels).
+void run_conv(int64_t kind, const ConvParams& p, const Tensor& in0, const Tensor& in1, const Tensor& out,
+              const Tensor& bias, bool nhwc) {
+  const DType dt = out.dtype();
+  if (dt == kFloat32) {
+    run_conv_dnnl(kind, p, in0, in1, out, bias, nhwc);
+    return;
+  }
+  if (dt == kBFloat16 && du::use_bf16_primitives() && run_conv_dnnl(kind, p, in0, in1, out, bias, nhwc)) return;
+  Tensor fout = new_tensor_in_format(out, MemoryFormat::Preserve, kFloat32, out.device());
+  run_conv_dnnl(kind, p, float_copy(in0), float_copy(in1), fout, float_copy(bias), nhwc);
+  device_copy(out, fout);
 }
 
 // ---- float64: direct loops ----
@@ -387,8 +425,8 @@ Tensor conv2d_cpu(const Tensor& input, const Tensor& weight, const Tensor& bias,
   Tensor out = new_activation(p.output_sizes(), nhwc, input);
   if (p.N == 0) return out;
   Tensor w = contiguous_cpu(weight);
-  if (input.dtype() == kFloat32) {
-    run_conv_f32(kKeyConvFwd, p, dense_activation(input, nhwc), w, out, b, nhwc);
+  if (input.dtype() != kFloat64) {
+    run_conv(kKeyConvFwd, p, dense_activation(input, nhwc), w, out, b, nhwc);
   } else {
     Tensor x = contiguous_cpu(input);
     run_loops_into(out, nhwc, [&](const Tensor& y) {
@@ -406,8 +444,8 @@ Tensor conv2d_backward_input_cpu(const Tensor& grad_out, const Shape& input_size
   Tensor gx = new_activation(p.input_sizes(), nhwc, grad_out);
   if (gx.numel() == 0) return gx;
   Tensor w = contiguous_cpu(weight);
-  if (grad_out.dtype() == kFloat32) {
-    run_conv_f32(kKeyConvBwdData, p, dense_activation(grad_out, nhwc), w, gx, Tensor(), nhwc);
+  if (grad_out.dtype() != kFloat64) {
+    run_conv(kKeyConvBwdData, p, dense_activation(grad_out, nhwc), w, gx, Tensor(), nhwc);
   } else {
     Tensor gy = contiguous_cpu(grad_out);
     run_loops_into(gx, nhwc, [&](const Tensor& g) {
@@ -423,8 +461,8 @@ Tensor conv2d_backward_weight_cpu(const Tensor& grad_out, const Tensor& input, c
   Tensor gw = new_tensor(p.weight_sizes(), input.dtype(), input.device());
   if (p.N == 0 || p.C == 0) return fill_cpu(gw, 0);
   bool nhwc = input.dim() == 4 && (is_channels_last(grad_out) || is_channels_last(input));
-  if (input.dtype() == kFloat32) {
-    run_conv_f32(kKeyConvBwdWeights, p, dense_activation(input, nhwc), dense_activation(grad_out, nhwc), gw, Tensor(),
+  if (input.dtype() != kFloat64) {
+    run_conv(kKeyConvBwdWeights, p, dense_activation(input, nhwc), dense_activation(grad_out, nhwc), gw, Tensor(),
                  nhwc);
   } else {
     Tensor gy = contiguous_cpu(grad_out), x = contiguous_cpu(input);

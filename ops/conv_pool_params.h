@@ -92,7 +92,7 @@ inline Tensor new_channels_last(const Shape& sizes, DType dtype, Device device) 
   return new_strided(sizes, channels_last_strides(sizes), dtype, device);
 }
 
-// The float32 CPU convolution's cache of reordered weights (ops/conv.cpp), for tests and benchmarks.
+// The float32/bfloat16 CPU convolution's cache of reordered weights (ops/conv.cpp), for tests and benchmarks.
 struct WeightCacheStats {
   int64_t hits = 0, misses = 0, entries = 0;
 };

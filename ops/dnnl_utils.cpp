@@ -24,9 +24,28 @@ dnnl::stream& cpu_stream() {
 dnnl::memory::data_type to_dnnl(DType t) {
   switch (t) {
     case DType::Float32: return dnnl::memory::data_type::f32;
+    case DType::BFloat16: return dnnl::memory::data_type::bf16;
     default: break;
   }
-  GRAFT_ERROR("oneDNN: dtype ", t, " is not supported (float32 only)");
+  GRAFT_ERROR("oneDNN: dtype ", t, " is not supported (float32 and bfloat16 only)");
+}
+
+const std::string& bf16_matmul_impl() {
+  static const std::string impl = [] {
+    try {
+      dnnl::memory::desc md({64, 64}, dnnl::memory::data_type::bf16, dnnl::memory::format_tag::ab);
+      dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(md, md, md), default_attr(), cpu_engine());
+      return std::string(pd.impl_info_str());
+    } catch (const dnnl::error&) {
+      return std::string();
+    }
+  }();
+  return impl;
+}
+
+bool use_bf16_primitives() {
+  const std::string& impl = bf16_matmul_impl();
+  return impl.find("bf16") != std::string::npos || impl.find("amx") != std::string::npos;
 }
 
 dnnl::memory::desc make_desc(const Shape& sizes, const Shape& strides, DType dtype) {

@@ -14,11 +14,19 @@
 //   entry evicted while another thread is executing it stays alive until that call returns.
 // - A key names everything that changes the primitive: kind, dtypes, dims, strides, attributes
 //   and the number of threads (oneDNN fixes its work split when the primitive is created).
+// - bfloat16 primitives are used only where they run on bf16 hardware: bf16_matmul_impl() probes
+//   once. Elsewhere the kernels convert to float32, run the float32 primitive and round once
+//   (the same result up to the order of float sums): under ONEDNN_MAX_CPU_ISA=AVX2 oneDNN 2.6 has
+//   no bf16 primitive at all, and under AVX512_CORE it emulates bf16 (gemm:jit, jit_bf16:
+//   avx512_core) at 0.3-0.4x the float path's speed (1024^3 matmul, one thread: 69 against 175
+//   GFLOP/s). float16 always takes the float path on the CPU: oneDNN 2.6 has no f16 matmul or
+//   convolution for it to use.
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <unordered_map>
 
 #include "runtime/tensor.h"
@@ -28,7 +36,15 @@ namespace graft::dnnl_utils {
 dnnl::engine& cpu_engine();
 dnnl::stream& cpu_stream();  // this thread's stream
 
-dnnl::memory::data_type to_dnnl(DType t);  // throws for dtypes oneDNN cannot compute in
+dnnl::memory::data_type to_dnnl(DType t);  // float32, bfloat16; throws for the rest
+
+// The implementation oneDNN picks for a small bfloat16 matmul ("brg:avx512_core_bf16",
+// "gemm:jit", ...), or "" when it cannot create one (ONEDNN_MAX_CPU_ISA below AVX512_CORE).
+// Probed once, at the first call (oneDNN reads its ISA cap once too).
+const std::string& bf16_matmul_impl();
+// Whether the kernels use oneDNN's bf16 primitives: the probe picked a kernel for bf16 hardware
+// (AVX512_BF16 dot products or AMX tiles), not an emulation.
+bool use_bf16_primitives();
 
 // A plain (non-blocked) descriptor with explicit sizes and strides (in elements).
 dnnl::memory::desc make_desc(const Shape& sizes, const Shape& strides, DType dtype);

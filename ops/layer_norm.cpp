@@ -6,9 +6,14 @@
 //   backward: g = dy * w
 //             dx = rstd * (g - mean(g) - xhat * mean(g * xhat))
 //             dw = sum over rows of dy * xhat, db = sum over rows of dy
-// Row statistics accumulate in double. dw/db are summed per fixed piece of rows into private
-// buffers and the pieces are added in order, so there are no races and the result does not
-// depend on the thread count.
+// Row statistics accumulate in double (float32 rows: float, as PyTorch). dw/db are summed per fixed
+// piece of rows into private buffers and the pieces are added in order, so there are no races and
+// the result does not depend on the thread count.
+//
+// bfloat16 / float16 x: each row is converted to float (ops/reduced_float.h), runs the float32 row
+// loop and is rounded once. Weight and bias may be x's dtype or float32 (PyTorch's mixed layer
+// norm: a float32 module under autocast); the output has x's dtype, mean and rstd the parameters'
+// dtype (float32 when mixed, as PyTorch's CPU kernel), and dw/db each its parameter's dtype.
 #include <algorithm>
 #include <cmath>
 
@@ -16,6 +21,7 @@
 #include "ops/kernel_utils.h"
 #include "ops/layer_norm_plan.h"
 #include "ops/ops.h"
+#include "ops/reduced_float.h"
 #include "ops/scalar_math.h"
 #include "ops/vec_math.h"
 #include "runtime/dispatcher.h"
@@ -105,6 +111,13 @@ GRAFT_VECTOR_CLONES void layer_norm_backward_rows_f32(const float* dy, const flo
   }
 }
 
+// Pieces of rows for the private dw/db sums: at most 16, enough for the threads, few enough that
+// the buffers (pieces x N doubles) stay small for any M.
+int64_t param_pieces(int64_t M, int64_t N) {
+  int64_t pieces = std::clamp<int64_t>((M * N + kGrainSize - 1) / kGrainSize, 1, 16);
+  return std::min(pieces, std::max<int64_t>(M, 1));
+}
+
 // x, y: [M, N]; mean, rstd: [M].
 template <class T>
 void layer_norm_forward(const T* x, const T* w, const T* b, T* y, T* mean, T* rstd, int64_t M, int64_t N,
@@ -141,10 +154,7 @@ void layer_norm_forward(const T* x, const T* w, const T* b, T* y, T* mean, T* rs
 template <class T>
 void layer_norm_backward_rows(const T* dy, const T* x, const T* mean, const T* rstd, const T* w, T* dx, T* dw,
                               T* db, int64_t M, int64_t N) {
-  // At most 16 pieces of rows: enough for the threads, few enough that the private dw/db buffers
-  // (pieces x N doubles) stay small for any M.
-  int64_t pieces = std::clamp<int64_t>((M * N + kGrainSize - 1) / kGrainSize, 1, 16);
-  pieces = std::min(pieces, std::max<int64_t>(M, 1));
+  const int64_t pieces = param_pieces(M, N);
   bool want_params = dw || db;
   std::vector<double> pdw(want_params ? static_cast<size_t>(pieces * N) : 0, 0.0);
   std::vector<double> pdb(want_params ? static_cast<size_t>(pieces * N) : 0, 0.0);
@@ -185,6 +195,98 @@ void layer_norm_backward_rows(const T* dy, const T* x, const T* mean, const T* r
     scalar_math::finish_param_grads(pdw.data(), pdb.data(), N, pieces, i, dw, db);
 }
 
+// ---- bfloat16 / float16: float rows, one rounding ----
+
+// The dtype of mean/rstd (and so of the saved statistics): float32 when a parameter is float32.
+DType stats_dtype(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  bool mixed = (weight.defined() && weight.dtype() != x.dtype()) || (bias.defined() && bias.dtype() != x.dtype());
+  return mixed ? kFloat32 : x.dtype();
+}
+
+std::vector<Tensor> layer_norm_reduced(const Tensor& x, const NormLayout& l, const Tensor& weight, const Tensor& bias,
+                                       double eps) {
+  Tensor xc = contiguous_cpu(x);
+  Tensor wf = weight.defined() ? contiguous_cpu(weight, kFloat32) : Tensor();
+  Tensor bf = bias.defined() ? contiguous_cpu(bias, kFloat32) : Tensor();
+  Tensor y = new_tensor(x.sizes(), x.dtype(), x.device());
+  Tensor mean = new_tensor(l.leading, kFloat32, x.device()), rstd = new_tensor(l.leading, kFloat32, x.device());
+  const int64_t M = l.M, N = l.N;
+  const float* w = ptr_or_null<float>(wf);
+  const float* b = ptr_or_null<float>(bf);
+  float* mp = mean.data_ptr<float>();
+  float* rp = rstd.data_ptr<float>();
+  auto run = [&]<class T>() {
+    const T* xp = static_cast<const T*>(xc.data_ptr());
+    T* yp = static_cast<T*>(y.data_ptr());
+    parallel_for(0, M, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(N, 1)), [&](int64_t rb, int64_t re) {
+      std::vector<float> xf(static_cast<size_t>(N)), yf(static_cast<size_t>(N));
+      for (int64_t r = rb; r < re; ++r) {
+        to_float(xp + r * N, xf.data(), N);
+        layer_norm_rows_f32(xf.data(), w, b, yf.data(), mp + r, rp + r, 0, 1, N, static_cast<float>(eps));
+        from_float(yf.data(), yp + r * N, N);
+      }
+    });
+  };
+  if (x.dtype() == kBFloat16)
+    run.template operator()<BFloat16>();
+  else
+    run.template operator()<Half>();
+  DType sd = stats_dtype(x, weight, bias);
+  return {y, contiguous_cpu(mean, sd), contiguous_cpu(rstd, sd)};
+}
+
+std::vector<Tensor> layer_norm_backward_reduced(const Tensor& grad_out, const Tensor& x, const NormLayout& l,
+                                                const Tensor& mean, const Tensor& rstd, const Tensor& weight,
+                                                const Tensor& bias) {
+  const DType dt = x.dtype();
+  const int64_t M = l.M, N = l.N;
+  Tensor dyc = contiguous_cpu(grad_out, dt), xc = contiguous_cpu(x);
+  Tensor mf = contiguous_cpu(mean, kFloat32), rf = contiguous_cpu(rstd, kFloat32);
+  Tensor wf = weight.defined() ? contiguous_cpu(weight, kFloat32) : Tensor();
+  Tensor dx = new_tensor(x.sizes(), dt, x.device());
+  const bool want_params = weight.defined() || bias.defined();
+  const int64_t pieces = param_pieces(M, N);
+  std::vector<double> pdw(want_params ? static_cast<size_t>(pieces * N) : 0, 0.0);
+  std::vector<double> pdb(want_params ? static_cast<size_t>(pieces * N) : 0, 0.0);
+  const float* w = ptr_or_null<float>(wf);
+  const float* mp = mf.data_ptr<float>();
+  const float* rp = rf.data_ptr<float>();
+  auto run = [&]<class T>() {
+    const T* dyp = static_cast<const T*>(dyc.data_ptr());
+    const T* xp = static_cast<const T*>(xc.data_ptr());
+    T* dxp = static_cast<T*>(dx.data_ptr());
+    parallel_for(0, pieces, 1, [&](int64_t pb, int64_t pe) {
+      std::vector<float> dyf(static_cast<size_t>(N)), xf(static_cast<size_t>(N)), dxf(static_cast<size_t>(N));
+      for (int64_t p = pb; p < pe; ++p) {
+        double* acc_w = want_params ? pdw.data() + p * N : nullptr;
+        double* acc_b = want_params ? pdb.data() + p * N : nullptr;
+        for (int64_t r = p * M / pieces; r < (p + 1) * M / pieces; ++r) {
+          to_float(dyp + r * N, dyf.data(), N);
+          to_float(xp + r * N, xf.data(), N);
+          layer_norm_backward_rows_f32(dyf.data(), xf.data(), mp + r, rp + r, w, dxf.data(), acc_w, acc_b, 0, 1, N);
+          from_float(dxf.data(), dxp + r * N, N);
+        }
+      }
+    });
+  };
+  if (dt == kBFloat16)
+    run.template operator()<BFloat16>();
+  else
+    run.template operator()<Half>();
+  Tensor dw, db;
+  if (want_params) {
+    Shape ns = x.sizes();
+    ns.erase(ns.begin(), ns.begin() + static_cast<std::ptrdiff_t>(l.leading.size()));
+    Tensor dwf = new_tensor(ns, kFloat32, x.device()), dbf = new_tensor(ns, kFloat32, x.device());
+    for (int64_t i = 0; i < N; ++i)
+      scalar_math::finish_param_grads(pdw.data(), pdb.data(), N, pieces, i, dwf.data_ptr<float>(),
+                                      dbf.data_ptr<float>());
+    if (weight.defined()) dw = contiguous_cpu(dwf, weight.dtype());
+    if (bias.defined()) db = contiguous_cpu(dbf, bias.dtype());
+  }
+  return {dx, dw, db};
+}
+
 }  // namespace
 
 // ---- kernels (declared in ops/cpu_kernels.h, registered from the op declarations) ----
@@ -192,6 +294,7 @@ void layer_norm_backward_rows(const T* dy, const T* x, const T* mean, const T* r
 std::vector<Tensor> native_layer_norm_cpu(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
                                    double eps) {
   NormLayout l = plan_layer_norm(x, normalized_shape, weight, bias, "layer_norm");
+  if (is_reduced_floating(x.dtype())) return layer_norm_reduced(x, l, weight, bias, eps);
   Tensor xc = contiguous_cpu(x);
   Tensor wc = weight.defined() ? contiguous_cpu(weight) : Tensor();
   Tensor bc = bias.defined() ? contiguous_cpu(bias) : Tensor();
@@ -210,6 +313,7 @@ std::vector<Tensor> native_layer_norm_backward_cpu(const Tensor& grad_out, const
                                             const Tensor& mean, const Tensor& rstd, const Tensor& weight, const Tensor& bias) {
   const char* op = "layer_norm_backward";
   NormLayout l = plan_layer_norm_backward(grad_out, x, normalized_shape, mean, rstd, weight, bias, op);
+  if (is_reduced_floating(x.dtype())) return layer_norm_backward_reduced(grad_out, x, l, mean, rstd, weight, bias);
   DType dt = x.dtype();
   Tensor dyc = contiguous_cpu(grad_out, dt), xc = contiguous_cpu(x);
   Tensor mc = contiguous_cpu(mean, dt), rc = contiguous_cpu(rstd, dt);

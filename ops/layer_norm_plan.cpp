@@ -29,8 +29,10 @@ NormLayout plan_layer_norm(const Tensor& x, const Shape& ns, const Tensor& weigh
     const char* name = t == &weight ? "weight" : "bias";
     GRAFT_CHECK(t->sizes() == ns, op, ": expected ", name, " of shape ", shape_str(ns), " (normalized_shape), got ",
                 describe(*t));
-    GRAFT_CHECK(t->dtype() == x.dtype(), op, ": ", name, " ", describe(*t), " must have the dtype of input ",
-                describe(x));
+    // A 16-bit input may come with float32 parameters (a float32 module under autocast), as PyTorch allows.
+    GRAFT_CHECK(t->dtype() == x.dtype() || (is_reduced_floating(x.dtype()) && t->dtype() == kFloat32), op, ": ",
+                name, " ", describe(*t), " must have the dtype of input ", describe(x),
+                is_reduced_floating(x.dtype()) ? " (or float32)" : "");
   }
   return l;
 }

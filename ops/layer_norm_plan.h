@@ -14,7 +14,7 @@ struct NormLayout {
 };
 
 // x's trailing dims must equal normalized_shape; weight and bias (optional) have that shape and
-// x's dtype.
+// x's dtype, or float32 when x is bfloat16/float16 (PyTorch's mixed layer_norm).
 NormLayout plan_layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
                            const char* op);
 // Also: grad_output has x's shape; mean and rstd have M elements.

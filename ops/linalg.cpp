@@ -3,7 +3,14 @@
 // Every op reduces to one core: out[batch..., n, m] = a[batch_a..., n, k] @ b[batch_b..., k, m]
 // (+ bias[m]), with a and b padded to the same rank and their batch dims broadcast.
 //   float32          -> oneDNN matmul, reading transposed and strided operands in place
+//   bfloat16         -> oneDNN's bf16 matmul (f32 accumulation, one rounding of the result) where
+//                       it runs on bf16 hardware (dnnl_utils::use_bf16_primitives); else the float
+//                       path below
+//   float16          -> the float path: oneDNN 2.6 has no f16 matmul for this CPU
 //   float64 / int64  -> blocked i-k-j loops here (oneDNN has no f64 matmul; gradchecks need it)
+// The float path (matmul_via_float) converts the operands to float32 (exact), runs the float32
+// primitive and rounds the result once, so it gives what oneDNN's bf16 kernel gives up to the
+// order of the float32 sums. With `out += a @ b` the old out is added in float before that rounding.
 #include <algorithm>
 #include <cstring>
 #include <optional>
@@ -39,19 +46,19 @@ struct MatmulPrimitive : du::CachedPrimitive {
   dnnl::memory::desc a_md, b_md, bias_md, out_md;
 };
 
-std::shared_ptr<const MatmulPrimitive> matmul_primitive(const MatOperand& a, const MatOperand& b,
+std::shared_ptr<const MatmulPrimitive> matmul_primitive(DType dt, const MatOperand& a, const MatOperand& b,
                                                         const Shape& out_sizes, bool has_bias, bool accumulate) {
   du::PrimitiveKey key(kKeyMatmul);
-  key.add(max_threads()).add(has_bias ? 1 : 0).add(accumulate ? 1 : 0).add(a.sizes).add(a.strides).add(b.sizes).add(b.strides).add(out_sizes);
+  key.add(static_cast<int64_t>(dt)).add(max_threads()).add(has_bias ? 1 : 0).add(accumulate ? 1 : 0).add(a.sizes).add(a.strides).add(b.sizes).add(b.strides).add(out_sizes);
   return du::get_or_create_as<MatmulPrimitive>(key, [&] {
     auto p = std::make_shared<MatmulPrimitive>();
-    p->a_md = du::make_desc(a.sizes, a.strides, kFloat32);
-    p->b_md = du::make_desc(b.sizes, b.strides, kFloat32);
-    p->out_md = du::make_desc(out_sizes, contiguous_strides(out_sizes), kFloat32);
+    p->a_md = du::make_desc(a.sizes, a.strides, dt);
+    p->b_md = du::make_desc(b.sizes, b.strides, dt);
+    p->out_md = du::make_desc(out_sizes, contiguous_strides(out_sizes), dt);
     if (has_bias) {
       Shape bs(out_sizes.size(), 1);
       bs.back() = out_sizes.back();
-      p->bias_md = du::make_desc(bs, contiguous_strides(bs), kFloat32);
+      p->bias_md = du::make_desc(bs, contiguous_strides(bs), dt);
     }
     dnnl::matmul::desc d = has_bias ? dnnl::matmul::desc(p->a_md, p->b_md, p->bias_md, p->out_md)
                                     : dnnl::matmul::desc(p->a_md, p->b_md, p->out_md);
@@ -68,7 +75,11 @@ std::shared_ptr<const MatmulPrimitive> matmul_primitive(const MatOperand& a, con
   });
 }
 
-void matmul_f32(MatOperand a, MatOperand b, const Shape& out_sizes, float* out, const Tensor& bias, bool accumulate) {
+// out = a @ b (+ bias) (or += a @ b) on oneDNN, all of dtype `dt` (float32 or bfloat16). Returns
+// false, having written nothing, when oneDNN cannot create a `dt` primitive for any layout of the
+// operands (a bf16 matmul under ONEDNN_MAX_CPU_ISA=AVX2); a float32 failure is an error.
+bool matmul_dnnl(DType dt, MatOperand a, MatOperand b, const Shape& out_sizes, void* out, const Tensor& bias,
+                 bool accumulate) {
   // Both operands read as size 1 in a batch dim where out is larger: oneDNN can only broadcast
   // one side, so give `a` its full batch shape (a copy, only for doubly expanded inputs).
   size_t nd = out_sizes.size();
@@ -90,7 +101,7 @@ void matmul_f32(MatOperand a, MatOperand b, const Shape& out_sizes, float* out, 
   prepare_blas_operand(b);
   std::shared_ptr<const MatmulPrimitive> p;
   try {
-    p = matmul_primitive(a, b, out_sizes, bias.defined(), accumulate);
+    p = matmul_primitive(dt, a, b, out_sizes, bias.defined(), accumulate);
   } catch (const dnnl::error&) {
     // A layout oneDNN rejects (e.g. overlapping batch strides): contiguous copies always work.
     materialize(a);
@@ -98,8 +109,9 @@ void matmul_f32(MatOperand a, MatOperand b, const Shape& out_sizes, float* out, 
     normalize_strides(a);
     normalize_strides(b);
     try {
-      p = matmul_primitive(a, b, out_sizes, bias.defined(), accumulate);
+      p = matmul_primitive(dt, a, b, out_sizes, bias.defined(), accumulate);
     } catch (const dnnl::error& e) {
+      if (dt != kFloat32) return false;
       GRAFT_ERROR("matmul: oneDNN failed for shapes ", shape_str(a.sizes), " and ", shape_str(b.sizes), ": ", e.what());
     }
   }
@@ -109,6 +121,26 @@ void matmul_f32(MatOperand a, MatOperand b, const Shape& out_sizes, float* out, 
       {DNNL_ARG_DST, du::make_memory(p->out_md, out)}};
   if (bias.defined()) args.emplace(DNNL_ARG_BIAS, du::make_memory(p->bias_md, bias.data_ptr()));
   du::execute(*p, std::move(args));
+  return true;
+}
+
+// The float32 copy (contiguous) of what a 16-bit operand describes.
+void to_float_operand(MatOperand& op) {
+  Tensor view(std::make_shared<TensorImpl>(op.t.impl()->storage(), op.t.dtype(), op.sizes, op.strides,
+                                           op.t.storage_offset()));
+  op.t = contiguous_as(view, kFloat32);
+  op.strides = op.t.strides();
+}
+
+// A bfloat16/float16 product computed in float32 and rounded once into `out` (see the header).
+void matmul_via_float(MatOperand a, MatOperand b, const Shape& out_sizes, const Tensor& out, const Tensor& bias,
+                      bool accumulate) {
+  to_float_operand(a);
+  to_float_operand(b);
+  Tensor fout = accumulate ? contiguous_as(out, kFloat32) : new_tensor(out.sizes(), kFloat32, out.device());
+  Tensor fbias = bias.defined() ? contiguous_as(bias, kFloat32) : Tensor();
+  matmul_dnnl(kFloat32, std::move(a), std::move(b), out_sizes, fout.data_ptr(), fbias, accumulate);
+  device_copy(out, fout);
 }
 
 // ---- float64 / int64: blocked loops ----
@@ -197,7 +229,7 @@ void matmul_core(MatOperand a, MatOperand b, const Shape& out_sizes, const Tenso
     if (accumulate) return;  // adding an empty sum
     // An empty sum: zeros, or the bias broadcast over rows.
     if (bias.defined()) {
-      dispatch_dtype(out.dtype(), "matmul", [&]<class T>() {
+      dispatch_all_dtypes(out.dtype(), "matmul", [&]<class T>() {  // copies only: every dtype
         T* o = static_cast<T*>(out.data_ptr());
         const T* bp = static_cast<const T*>(bias.data_ptr());
         int64_t m = out_sizes.back();
@@ -209,7 +241,14 @@ void matmul_core(MatOperand a, MatOperand b, const Shape& out_sizes, const Tenso
     return;
   }
   switch (out.dtype()) {
-    case DType::Float32: matmul_f32(std::move(a), std::move(b), out_sizes, static_cast<float*>(out.data_ptr()), bias, accumulate); break;
+    case DType::Float32: matmul_dnnl(kFloat32, std::move(a), std::move(b), out_sizes, out.data_ptr(), bias, accumulate); break;
+    case DType::BFloat16:
+      // matmul_dnnl takes a and b by value (Tensor handles and small shapes), so the float path
+      // still has the caller's operands when oneDNN turns bf16 down.
+      if (!du::use_bf16_primitives() || !matmul_dnnl(kBFloat16, a, b, out_sizes, out.data_ptr(), bias, accumulate))
+        matmul_via_float(std::move(a), std::move(b), out_sizes, out, bias, accumulate);
+      break;
+    case DType::Float16: matmul_via_float(std::move(a), std::move(b), out_sizes, out, bias, accumulate); break;
     case DType::Float64: matmul_loops<double>(std::move(a), std::move(b), out_sizes, static_cast<double*>(out.data_ptr()), bias, accumulate); break;
     case DType::Int64: matmul_loops<int64_t>(std::move(a), std::move(b), out_sizes, static_cast<int64_t*>(out.data_ptr()), bias, accumulate); break;
     default: GRAFT_ERROR("matmul: unsupported dtype ", out.dtype());

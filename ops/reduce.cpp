@@ -19,6 +19,11 @@
 //
 // Sums over the outer dims of a contiguous tensor (bias gradients, sum_to) skip the tiles and
 // accumulate whole columns (sum_columns), which vectorises.
+//
+// sum and mean of bfloat16/float16 (and a sum asked for in a 16-bit dtype) read a float32 copy
+// of the input (exact, in the input's memory order), accumulate in double as float32 does, and
+// round once to the result dtype; a requested float32/float64 result (sum(x, dtype=kFloat32)) is
+// not rounded to the input's dtype, as PyTorch. The other reductions take the float fallback.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -465,16 +470,31 @@ struct LogSumExpReducer {
   }
 };
 
+// sum/mean where the input or the result is bfloat16/float16 (see the header).
+Tensor sum_via_float(const Tensor& x, const Shape& dims, bool keepdim, DType out_dtype, bool mean, const char* op) {
+  Tensor xf = x;
+  if (is_reduced_floating(x.dtype())) {
+    xf = new_tensor_in_format(x, MemoryFormat::Preserve, kFloat32, x.device());
+    device_copy(xf, x);
+  }
+  const DType compute = out_dtype == kFloat64 ? kFloat64 : is_reduced_floating(out_dtype) ? kFloat32 : out_dtype;
+  Tensor r = sum_impl(xf, dims, keepdim, compute, mean, op);
+  return r.dtype() == out_dtype ? r : contiguous_cpu(r, out_dtype);
+}
+
 }  // namespace
 
 // ---- kernels (declared in ops/cpu_kernels.h, registered from the op declarations) ----
 
 Tensor sum_cpu(const Tensor& x, const Shape& dims, bool keepdim, std::optional<DType> dtype) {
-  return sum_impl(x, dims, keepdim, sum_dtype(x, dtype), false, "sum");
+  const DType od = sum_dtype(x, dtype);
+  if (is_reduced_floating(x.dtype()) || is_reduced_floating(od)) return sum_via_float(x, dims, keepdim, od, false, "sum");
+  return sum_impl(x, dims, keepdim, od, false, "sum");
 }
 
 Tensor mean_cpu(const Tensor& x, const Shape& dims, bool keepdim) {
   check_mean(x);
+  if (is_reduced_floating(x.dtype())) return sum_via_float(x, dims, keepdim, x.dtype(), true, "mean");
   return sum_impl(x, dims, keepdim, x.dtype(), true, "mean");
 }
 

@@ -5,14 +5,20 @@
 // of up to kLanes neighbouring inner positions is handled at once: the loops run over d outside
 // and the lanes inside, so every read is contiguous (no stride-`inner` walk per element).
 // Both forms subtract the max before exp, so large logits never overflow.
+//
+// bfloat16 / float16: each row (or block of lanes) is converted to float (ops/reduced_float.h),
+// runs the float loops (max, exp and sums in float, sums accumulated in double) and is rounded
+// once on the way out; nothing of the tensor is copied whole.
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "ops/cpu_kernels.h"
 #include "ops/kernel_utils.h"
 #include "ops/softmax_loss_plan.h"
 #include "ops/ops.h"
+#include "ops/reduced_float.h"
 #include "runtime/dispatcher.h"
 #include "runtime/parallel.h"
 
@@ -94,12 +100,60 @@ void softmax_block(const T* x, T* y, int64_t D, int64_t stride, int64_t W) {
   }
 }
 
+// A per-thread float work buffer of at least n elements (slot: two live buffers need two slots).
+float* float_buffer(int slot, int64_t n) {
+  thread_local std::vector<float> bufs[3];
+  std::vector<float>& b = bufs[slot];
+  if (b.size() < static_cast<size_t>(n)) b.resize(static_cast<size_t>(n));
+  return b.data();
+}
+
+// Converts the D x W elements at `p` (d-th run of W at d * stride) to a dense float [D, W] block.
+template <class T>
+void gather_float(const T* p, float* f, int64_t D, int64_t stride, int64_t W) {
+  for (int64_t d = 0; d < D; ++d) to_float(p + d * stride, f + d * W, W);
+}
+template <class T>
+void scatter_rounded(const float* f, T* p, int64_t D, int64_t stride, int64_t W) {
+  for (int64_t d = 0; d < D; ++d) from_float(f + d * W, p + d * stride, W);
+}
+
+// softmax / log_softmax of 16-bit x into y (both contiguous), in float.
+template <bool Log, class T>
+void softmax_reduced(const DimSplit& s, const T* xp, T* yp) {
+  const int64_t D = s.size;
+  along_dim(
+      s,
+      [&](int64_t off) {
+        float* xf = float_buffer(0, D);
+        float* yf = float_buffer(1, D);
+        to_float(xp + off, xf, D);
+        softmax_row<Log>(xf, yf, D);
+        from_float(yf, yp + off, D);
+      },
+      [&](int64_t off, int64_t w) {
+        float* xf = float_buffer(0, D * w);
+        float* yf = float_buffer(1, D * w);
+        gather_float(xp + off, xf, D, s.inner, w);
+        softmax_block<Log>(xf, yf, D, w, w);
+        scatter_rounded(yf, yp + off, D, s.inner, w);
+      });
+}
+
 template <bool Log>
 Tensor softmax_impl(const Tensor& x, int64_t dim, const char* op) {
   DimSplit s = plan_softmax(x, dim, op);
   Tensor in = contiguous_cpu(x);
   Tensor out = new_tensor(x.sizes(), x.dtype(), x.device());
   if (x.numel() == 0) return out;
+  if (x.dtype() == kBFloat16) {
+    softmax_reduced<Log>(s, static_cast<const BFloat16*>(in.data_ptr()), static_cast<BFloat16*>(out.data_ptr()));
+    return out;
+  }
+  if (x.dtype() == kFloat16) {
+    softmax_reduced<Log>(s, static_cast<const Half*>(in.data_ptr()), static_cast<Half*>(out.data_ptr()));
+    return out;
+  }
   dispatch_floating(x.dtype(), op, [&]<class T>() {
     const T* xp = static_cast<const T*>(in.data_ptr());
     T* yp = static_cast<T*>(out.data_ptr());
@@ -148,12 +202,48 @@ void softmax_backward_block(const T* g, const T* y, T* gx, int64_t D, int64_t st
     }
 }
 
+// The backward of 16-bit g and y into gx, in float.
+template <bool Log, class T>
+void softmax_backward_reduced(const DimSplit& s, const T* gp, const T* yp, T* gxp) {
+  const int64_t D = s.size;
+  along_dim(
+      s,
+      [&](int64_t off) {
+        float* gf = float_buffer(0, D);
+        float* yf = float_buffer(1, D);
+        float* of = float_buffer(2, D);
+        to_float(gp + off, gf, D);
+        to_float(yp + off, yf, D);
+        softmax_backward_row<Log>(gf, yf, of, D);
+        from_float(of, gxp + off, D);
+      },
+      [&](int64_t off, int64_t w) {
+        float* gf = float_buffer(0, D * w);
+        float* yf = float_buffer(1, D * w);
+        float* of = float_buffer(2, D * w);
+        gather_float(gp + off, gf, D, s.inner, w);
+        gather_float(yp + off, yf, D, s.inner, w);
+        softmax_backward_block<Log>(gf, yf, of, D, w, w);
+        scatter_rounded(of, gxp + off, D, s.inner, w);
+      });
+}
+
 template <bool Log>
 Tensor softmax_backward_impl(const Tensor& grad, const Tensor& out, int64_t dim, const char* op) {
   DimSplit s = plan_softmax_backward(grad, out, dim, op);
   Tensor g = contiguous_cpu(grad), y = contiguous_cpu(out);
   Tensor gx = new_tensor(out.sizes(), out.dtype(), out.device());
   if (out.numel() == 0) return gx;
+  if (out.dtype() == kBFloat16) {
+    softmax_backward_reduced<Log>(s, static_cast<const BFloat16*>(g.data_ptr()),
+                                  static_cast<const BFloat16*>(y.data_ptr()), static_cast<BFloat16*>(gx.data_ptr()));
+    return gx;
+  }
+  if (out.dtype() == kFloat16) {
+    softmax_backward_reduced<Log>(s, static_cast<const Half*>(g.data_ptr()), static_cast<const Half*>(y.data_ptr()),
+                                  static_cast<Half*>(gx.data_ptr()));
+    return gx;
+  }
   dispatch_floating(out.dtype(), op, [&]<class T>() {
     const T* gp = static_cast<const T*>(g.data_ptr());
     const T* yp = static_cast<const T*>(y.data_ptr());

@@ -7,11 +7,21 @@
 #include "cuda/cuda_backend.h"
 #include "graft.h"
 #include "graft_config.h"
+#include "ops/dnnl_utils.h"
+#include "runtime/cpu_isa.h"
 #include "tools/commands.h"
 
 namespace graft::tools {
 
 namespace {
+
+// The implementation oneDNN picks for a bfloat16 matmul (under ONEDNN_MAX_CPU_ISA), and whether
+// graft uses it; when not, graft computes bf16 products in float32 (ops/linalg.cpp).
+std::string bf16_line() {
+  const std::string& impl = dnnl_utils::bf16_matmul_impl();
+  if (impl.empty()) return "none (bf16 falls back to graft's float path)";
+  return impl + (dnnl_utils::use_bf16_primitives() ? " (matmul)" : " (matmul; emulated, so graft computes bf16 in float32)");
+}
 
 int run_info() {
   const dnnl_version_t* v = dnnl_version();
@@ -25,6 +35,9 @@ int run_info() {
                     ? " (one thread while other processes keep the cores busy; GRAFT_CONTENTION=fixed turns that off)"
                     : " (fixed: GRAFT_CONTENTION=fixed)")
             << '\n'
+            << "CPU ISA:        " << cpu_isa_name(cpu_isa()) << " (detected " << cpu_isa_name(detected_cpu_isa())
+            << "; GRAFT_MAX_CPU_ISA caps graft's own loops)\n"
+            << "oneDNN bf16:    " << bf16_line() << '\n'
             << "devices:        cpu";
   for (int i = 0; i < cuda_device_count(); ++i) std::cout << ", cuda:" << i << " (" << cuda_hooks().device_name(i) << ")";
   std::cout << '\n' << "registered ops: " << registered_ops().size() << '\n';

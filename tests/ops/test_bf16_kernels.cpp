@@ -1,0 +1,284 @@
+// bfloat16 and float16 through the CPU kernels that compute them natively or on oneDNN's 16-bit
+// primitives (matmul family, convolutions, softmax, layer_norm), against float32 on the same
+// (rounded) inputs.
+//
+// The reference is the float32 op on the float32 copies of the 16-bit inputs, so the only
+// differences allowed are the one rounding of each result to the 16-bit dtype and the order of
+// float32 sums: rtol is a few units of the dtype's rounding (2^-8 for bf16, 2^-11 for f16), atol
+// covers results that cancel to near zero.
+//
+// meson runs this executable twice: as is, and as ops/test_bf16_kernels_avx2 with
+// GRAFT_MAX_CPU_ISA=AVX2 and ONEDNN_MAX_CPU_ISA=AVX2, where oneDNN 2.6 cannot create bf16
+// primitives and every case here takes graft's float path ("oneDNN's bf16 support is what
+// ONEDNN_MAX_CPU_ISA allows" checks that the cap really took effect).
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <string>
+
+#include "graft.h"
+#include "ops/conv_pool_params.h"
+#include "ops/dnnl_utils.h"
+#include "runtime/cpu_isa.h"
+#include "support/check_close.h"
+
+using namespace graft;
+using graft::test::check_close;
+using graft::test::Tolerance;
+
+namespace {
+
+const DType kLowDtypes[] = {kBFloat16, kFloat16};
+
+Tolerance tol_for(DType dt) {
+  Tolerance t = dt == kBFloat16 ? Tolerance{.rtol = 1.6e-2, .atol = 2e-3} : Tolerance{.rtol = 2e-3, .atol = 2e-3};
+  t.check_dtype = false;  // a 16-bit result against a float32 reference
+  return t;
+}
+
+// Random values already representable in `dt`, and their exact float32 copy.
+struct Pair {
+  Tensor low, f32;
+};
+Pair rand_pair(const Shape& s, DType dt) {
+  Tensor low = randn(s).to(dt);
+  return {low, low.to(kFloat32)};
+}
+
+std::string env_or_empty(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
+
+}  // namespace
+
+TEST_CASE("oneDNN's bf16 support is what ONEDNN_MAX_CPU_ISA allows") {
+  const std::string& impl = dnnl_utils::bf16_matmul_impl();
+  const std::string cap = env_or_empty("ONEDNN_MAX_CPU_ISA");
+  INFO("bf16 matmul impl: '" << impl << "', ONEDNN_MAX_CPU_ISA='" << cap << "'");
+  if (cap == "AVX2") {
+    // oneDNN 2.6 has no bf16 matmul below AVX512_CORE: every bf16 case here runs graft's float path.
+    CHECK(impl.empty());
+    CHECK_FALSE(dnnl_utils::use_bf16_primitives());
+    CHECK(cpu_isa() <= CpuIsa::Avx2);
+  } else if (cap == "AVX512_CORE") {
+    // An emulation (gemm:jit): slower than graft's float path, which the kernels take instead.
+    CHECK_FALSE(impl.empty());
+    CHECK_FALSE(dnnl_utils::use_bf16_primitives());
+  } else if (cap.empty() && detected_cpu_isa() >= CpuIsa::Avx512CoreBf16) {
+    CHECK(dnnl_utils::use_bf16_primitives());
+  } else if (cap.empty() && detected_cpu_isa() >= CpuIsa::Avx512Core) {
+    CHECK_FALSE(impl.empty());
+  }
+}
+
+TEST_CASE("mm, bmm, matmul and linear in bf16/f16 return the dtype and match float32") {
+  for (DType dt : kLowDtypes) {
+    INFO("dtype " << dt);
+    const Tolerance tol = tol_for(dt);
+    auto a = rand_pair({17, 40}, dt), b = rand_pair({40, 9}, dt);
+    Tensor c = ops::mm(a.low, b.low);
+    CHECK(c.dtype() == dt);
+    check_close(c, ops::mm(a.f32, b.f32), tol);
+    // Transposed operand read in place.
+    auto bt = rand_pair({9, 40}, dt);
+    check_close(ops::mm(a.low, bt.low.t()), ops::mm(a.f32, bt.f32.t()), tol);
+
+    auto x = rand_pair({3, 5, 33}, dt), y = rand_pair({3, 33, 6}, dt);
+    Tensor z = ops::bmm(x.low, y.low);
+    CHECK(z.dtype() == dt);
+    check_close(z, ops::bmm(x.f32, y.f32), tol);
+
+    // Broadcast batch dims and a 1-D operand.
+    auto p = rand_pair({2, 1, 4, 24}, dt), q = rand_pair({3, 24, 5}, dt), v = rand_pair({24}, dt);
+    check_close(ops::matmul(p.low, q.low), ops::matmul(p.f32, q.f32), tol);
+    check_close(ops::matmul(p.low, v.low), ops::matmul(p.f32, v.f32), tol);
+
+    auto in = rand_pair({2, 7, 48}, dt), w = rand_pair({20, 48}, dt), bias = rand_pair({20}, dt);
+    Tensor l = ops::linear(in.low, w.low, bias.low);
+    CHECK(l.dtype() == dt);
+    CHECK(l.sizes() == Shape{2, 7, 20});
+    check_close(l, ops::linear(in.f32, w.f32, bias.f32), tol);
+    check_close(ops::linear(in.low, w.low), ops::linear(in.f32, w.f32), tol);
+  }
+}
+
+TEST_CASE("mm_accumulate_ in bf16/f16 adds into self, rounding once") {
+  for (DType dt : kLowDtypes) {
+    INFO("dtype " << dt);
+    auto self = rand_pair({6, 5}, dt), a = rand_pair({6, 30}, dt), b = rand_pair({30, 5}, dt);
+    Tensor acc = self.low.clone();
+    Tensor r = ops::mm_accumulate_(acc, a.low, b.low);
+    CHECK(r.is_same(acc));
+    CHECK(acc.dtype() == dt);
+    check_close(acc, self.f32 + ops::mm(a.f32, b.f32), tol_for(dt));
+  }
+}
+
+TEST_CASE("the matmul family rejects a 16-bit/float32 mix, naming both dtypes") {
+  Tensor a = randn({3, 4}).to(kBFloat16), b = randn({4, 2});
+  CHECK_THROWS_WITH(ops::mm(a, b), Catch::Contains("expected m1 and m2 to have the same dtype") &&
+                                       Catch::Contains("bfloat16") && Catch::Contains("float32"));
+  CHECK_THROWS_WITH(ops::matmul(b.t(), a.t()), Catch::Contains("same dtype") && Catch::Contains("bfloat16"));
+  CHECK_THROWS_WITH(ops::linear(randn({2, 4}).to(kFloat16), randn({3, 4})),
+                    Catch::Contains("same dtype") && Catch::Contains("float16") && Catch::Contains("float32"));
+  CHECK_THROWS_WITH(ops::mm(a, b.to(kFloat16)), Catch::Contains("bfloat16") && Catch::Contains("float16"));
+  CHECK_THROWS_WITH(ops::conv2d(randn({1, 2, 5, 5}).to(kBFloat16), randn({3, 2, 3, 3})),
+                    Catch::Contains("bfloat16") && Catch::Contains("float32"));
+}
+
+TEST_CASE("conv2d and its two gradients in bf16/f16, NCHW and channels-last, match float32") {
+  for (DType dt : kLowDtypes) {
+    for (bool nhwc : {false, true}) {
+      INFO("dtype " << dt << (nhwc ? " channels-last" : " NCHW"));
+      const Tolerance tol = tol_for(dt);
+      auto x = rand_pair({2, 16, 9, 9}, dt), w = rand_pair({24, 16, 3, 3}, dt), b = rand_pair({24}, dt);
+      if (nhwc) {
+        x.low = x.low.contiguous(MemoryFormat::ChannelsLast);
+        x.f32 = x.f32.contiguous(MemoryFormat::ChannelsLast);
+      }
+      Tensor y = ops::conv2d(x.low, w.low, b.low, {1, 1}, {1, 1});
+      CHECK(y.dtype() == dt);
+      CHECK(y.is_contiguous(nhwc ? MemoryFormat::ChannelsLast : MemoryFormat::Contiguous));
+      check_close(y, ops::conv2d(x.f32, w.f32, b.f32, {1, 1}, {1, 1}), tol);
+      // Strided, grouped, no bias.
+      auto wg = rand_pair({8, 8, 3, 3}, dt);
+      check_close(ops::conv2d(x.low, wg.low, {}, {2, 2}, {0, 0}, {1, 1}, 2),
+                  ops::conv2d(x.f32, wg.f32, {}, {2, 2}, {0, 0}, {1, 1}, 2), tol);
+
+      auto gy = rand_pair({2, 24, 9, 9}, dt);
+      if (nhwc) {
+        gy.low = gy.low.contiguous(MemoryFormat::ChannelsLast);
+        gy.f32 = gy.f32.contiguous(MemoryFormat::ChannelsLast);
+      }
+      Tensor gx = ops::conv2d_backward_input(gy.low, x.low.sizes(), w.low, {1, 1}, {1, 1}, {1, 1}, 1);
+      CHECK(gx.dtype() == dt);
+      check_close(gx, ops::conv2d_backward_input(gy.f32, x.f32.sizes(), w.f32, {1, 1}, {1, 1}, {1, 1}, 1), tol);
+      Tensor gw = ops::conv2d_backward_weight(gy.low, x.low, w.low.sizes(), {1, 1}, {1, 1}, {1, 1}, 1);
+      CHECK(gw.dtype() == dt);
+      check_close(gw, ops::conv2d_backward_weight(gy.f32, x.f32, w.f32.sizes(), {1, 1}, {1, 1}, {1, 1}, 1), tol);
+    }
+  }
+}
+
+TEST_CASE("a bf16 conv2d reuses its reordered weights until they change") {
+  auto x = rand_pair({1, 16, 8, 8}, kBFloat16), w = rand_pair({16, 16, 3, 3}, kBFloat16);
+  Tensor xl = x.low.contiguous(MemoryFormat::ChannelsLast);
+  kernels::clear_conv_weight_cache();
+  Tensor y1 = ops::conv2d(xl, w.low, {}, {1, 1}, {1, 1});
+  auto s1 = kernels::conv_weight_cache_stats();
+  Tensor y2 = ops::conv2d(xl, w.low, {}, {1, 1}, {1, 1});
+  auto s2 = kernels::conv_weight_cache_stats();
+  check_close(y2, y1, Tolerance::exact());
+  if (dnnl_utils::use_bf16_primitives()) {
+    // The bf16 primitive's blocked weights: reordered once, then found in the cache.
+    CHECK(s1.misses == 1);
+    CHECK(s2.hits == s1.hits + 1);
+    CHECK(s2.misses == 1);
+    w.low.mul_(2);  // a write bumps the version: the next call reorders again
+    Tensor y3 = ops::conv2d(xl, w.low, {}, {1, 1}, {1, 1});
+    CHECK(kernels::conv_weight_cache_stats().misses == 2);
+    check_close(y3, ops::conv2d(x.f32.contiguous(MemoryFormat::ChannelsLast), w.f32 * 2, {}, {1, 1}, {1, 1}),
+                tol_for(kBFloat16));
+  }
+}
+
+TEST_CASE("gradients of bf16/f16 matmul, linear and conv2d through autograd match float32") {
+  for (DType dt : kLowDtypes) {
+    INFO("dtype " << dt);
+    const Tolerance tol = tol_for(dt);
+    {
+      auto a = rand_pair({8, 24}, dt), b = rand_pair({24, 6}, dt), g = rand_pair({8, 6}, dt);
+      for (Tensor* t : {&a.low, &b.low, &a.f32, &b.f32}) t->requires_grad_();
+      graft::matmul(a.low, b.low).backward(g.low);
+      graft::matmul(a.f32, b.f32).backward(g.f32);
+      CHECK(a.low.grad().dtype() == dt);
+      check_close(a.low.grad(), a.f32.grad(), tol);
+      check_close(b.low.grad(), b.f32.grad(), tol);
+    }
+    {
+      auto x = rand_pair({5, 32}, dt), w = rand_pair({12, 32}, dt), bias = rand_pair({12}, dt), g = rand_pair({5, 12}, dt);
+      for (Tensor* t : {&x.low, &w.low, &bias.low, &x.f32, &w.f32, &bias.f32}) t->requires_grad_();
+      graft::linear(x.low, w.low, bias.low).backward(g.low);
+      graft::linear(x.f32, w.f32, bias.f32).backward(g.f32);
+      CHECK(w.low.grad().dtype() == dt);
+      check_close(x.low.grad(), x.f32.grad(), tol);
+      check_close(w.low.grad(), w.f32.grad(), tol);
+      check_close(bias.low.grad(), bias.f32.grad(), tol);
+    }
+    {
+      auto x = rand_pair({2, 8, 7, 7}, dt), w = rand_pair({16, 8, 3, 3}, dt), b = rand_pair({16}, dt);
+      auto g = rand_pair({2, 16, 7, 7}, dt);
+      for (Tensor* t : {&x.low, &w.low, &b.low, &x.f32, &w.f32, &b.f32}) t->requires_grad_();
+      graft::conv2d(x.low, w.low, b.low, {1, 1}, {1, 1}).backward(g.low);
+      graft::conv2d(x.f32, w.f32, b.f32, {1, 1}, {1, 1}).backward(g.f32);
+      CHECK(x.low.grad().dtype() == dt);
+      CHECK(w.low.grad().dtype() == dt);
+      check_close(x.low.grad(), x.f32.grad(), tol);
+      check_close(w.low.grad(), w.f32.grad(), tol);
+      check_close(b.low.grad(), b.f32.grad(), tol);
+    }
+  }
+}
+
+TEST_CASE("layer_norm and softmax in bf16/f16 (with gradients) match float32") {
+  for (DType dt : kLowDtypes) {
+    INFO("dtype " << dt);
+    const Tolerance tol = tol_for(dt);
+    auto x = rand_pair({4, 6, 40}, dt), g = rand_pair({4, 6, 40}, dt);
+    for (Tensor* t : {&x.low, &x.f32}) t->requires_grad_();
+    Tensor s = graft::softmax(x.low, -1);
+    CHECK(s.dtype() == dt);
+    s.backward(g.low);
+    graft::softmax(x.f32, -1).backward(g.f32);
+    check_close(s, graft::softmax(x.f32.detach(), -1), tol);
+    check_close(x.low.grad(), x.f32.grad(), tol);
+    check_close(graft::log_softmax(x.low.detach(), 1), graft::log_softmax(x.f32.detach(), 1), tol);
+
+    // 16-bit input with float32 weight and bias (a float32 module under autocast): bf16 out.
+    auto xl = rand_pair({3, 5, 64}, dt);
+    Tensor w = (randn({64}) * 0.5 + 1).requires_grad_(), b = randn({64}).requires_grad_();
+    Tensor w2 = w.detach().clone().requires_grad_(), b2 = b.detach().clone().requires_grad_();
+    for (Tensor* t : {&xl.low, &xl.f32}) t->requires_grad_();
+    Tensor y = graft::layer_norm(xl.low, {64}, w, b);
+    CHECK(y.dtype() == dt);
+    auto gl = rand_pair({3, 5, 64}, dt);
+    y.backward(gl.low);
+    Tensor yr = graft::layer_norm(xl.f32, {64}, w2, b2);
+    yr.backward(gl.f32);
+    check_close(y, yr.detach(), tol);
+    CHECK(xl.low.grad().dtype() == dt);
+    CHECK(w.grad().dtype() == kFloat32);
+    check_close(xl.low.grad(), xl.f32.grad(), Tolerance{.rtol = tol.rtol, .atol = 4 * *tol.atol, .check_dtype = false});
+    // Weight and bias gradients sum over 15 rows of 16-bit products: a float32 result within the
+    // inputs' rounding.
+    check_close(w.grad(), w2.grad(), Tolerance{.rtol = tol.rtol, .atol = 1e-2});
+    check_close(b.grad(), b2.grad(), Tolerance{.rtol = tol.rtol, .atol = 1e-2});
+  }
+}
+
+TEST_CASE("sum and mean of bf16/f16 accumulate in float and round once, or not at all for a float32 result") {
+  for (DType dt : kLowDtypes) {
+    INFO("dtype " << dt);
+    const Tolerance tol = tol_for(dt);
+    // 4096 ones and a large value: a 16-bit accumulator would stop counting at 256 (bf16) or
+    // 2048 (f16); a float one gets every one of them.
+    Tensor x = ops::ones({4096}, dt);
+    CHECK(x.sum().dtype() == dt);
+    check_close(x.sum({}, false, kFloat32), {4096.0}, Tolerance::exact());
+    CHECK(x.sum({}, false, kFloat32).dtype() == kFloat32);
+    check_close(x.mean(), {1.0}, Tolerance{.rtol = 0, .atol = 0, .check_dtype = false});
+
+    auto y = rand_pair({6, 50, 7}, dt);
+    Tensor s1 = y.low.sum({1});
+    CHECK(s1.dtype() == dt);
+    check_close(s1, y.f32.sum({1}), Tolerance{.rtol = tol.rtol, .atol = 2e-2, .check_dtype = false});
+    check_close(y.low.sum({0, 2}, true, kFloat32), y.f32.sum({0, 2}, true), Tolerance::within(1e-5));
+    Tensor m = y.low.transpose(0, 2).mean({1});
+    CHECK(m.dtype() == dt);
+    check_close(m, y.f32.transpose(0, 2).mean({1}), tol);
+    // A float32 tensor summed into a 16-bit result: float accumulation, one rounding.
+    check_close(y.f32.sum({1}, false, dt), y.f32.sum({1}), Tolerance{.rtol = tol.rtol, .atol = 2e-2, .check_dtype = false});
+    CHECK(y.f32.sum({1}, false, dt).dtype() == dt);
+  }
+}

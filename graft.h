@@ -43,6 +43,7 @@
 #include "nn/checkpoint_plan.h"
 #include "nn/serialize.h"
 #include "optim/optimizer.h"
+#include "optim/grad_scaler.h"
 #include "optim/lr_scheduler.h"
 #include "data/idx_reader.h"
 #include "data/fashion_mnist.h"

@@ -1,7 +1,8 @@
 #pragma once
 // The device-independent half of the fused optimizer ops (_fused_adam_, _fused_sgd_): argument
 // checks and the per-step scalars, shared by the CPU kernel (ops/fused_optim.cpp) and the CUDA one
-// (cuda/fused_optim_cuda.cpp). The per-element math is ops/scalar_math.h's.
+// (cuda/fused_optim_cuda.cpp). The per-element math is ops/scalar_math.h's, in float for float32,
+// bfloat16 and float16 parameters and in double for float64 ones.
 #include <cmath>
 
 #include "ops/ops.h"
@@ -9,10 +10,15 @@
 
 namespace graft::kernels {
 
-// The kernels' common first half: checks every operand (defined, same shape, dtype and device as
-// the parameter, floating, contiguous, no two sharing memory; graft::Error naming the op and the
-// tensor otherwise) and gathers the op's scalar arguments. momentum_buffer is checked only when
-// momentum != 0.
+// The dtype of an optimizer's state for a parameter of dtype `param`: float32 for bfloat16 and
+// float16 (the kernels load the parameter to float, update in float and round it once), else the
+// parameter's own.
+constexpr DType fused_state_dtype(DType param) { return is_reduced_floating(param) ? DType::Float32 : param; }
+
+// The kernels' common first half: checks every operand (defined, same shape and device as the
+// parameter, the gradient of its dtype and the state of fused_state_dtype's, floating, contiguous,
+// no two sharing memory; graft::Error naming the op and the tensor otherwise) and gathers the op's
+// scalar arguments. momentum_buffer is checked only when momentum != 0.
 ops::FusedAdamArgs plan_fused_adam(const Tensor& param, const Tensor& exp_avg, const Tensor& exp_avg_sq,
                                    const Tensor& grad, double lr, double beta1, double beta2, double weight_decay,
                                    double eps, double bias_correction1, double bias_correction2, bool decoupled);

@@ -115,10 +115,27 @@ GRAFT_HOST_DEVICE inline void finish_param_grads(const double* pdw, const double
 }
 
 // ---- fused optimizer steps (ops/fused_optim.cpp, cuda/kernels/fused_optim.cu) ----
-// One element of Adam/AdamW and of SGD, with every operation in the order and dtype of the
-// op-by-op update in optim/optimizer.cpp, so the fused CPU kernel reproduces its bits. Scalars arrive
-// already rounded to T, as the ops round their Scalar arguments. The CPU loop passes a copy whose
-// flags are compile-time constants, so the branches fold away and the loop vectorises.
+// One element of Adam/AdamW and of SGD, computed in T (float for float32, bfloat16 and float16
+// parameters, whose state is float32; double for float64). Scalars arrive already rounded to T, as
+// the ops round their Scalar arguments. The CPU loop passes a copy whose flags are compile-time
+// constants, so the branches fold away and the loop vectorises.
+//
+// Adam follows the op-by-op update in optim/optimizer.cpp operation for operation, so the fused
+// CPU kernel reproduces its bits. SGD follows PyTorch's CPU and CUDA kernels instead: each of its
+// `x.add_(y, alpha=a)` is one fused multiply-add (x + a*y rounded once), which the op-by-op path
+// (graft's add rounds the product first) does not give; the GradScaler fixture from PyTorch
+// (tests/optim/data/grad_scaler.json) tells the two apart.
+
+// a * b + c rounded once, on both devices (std::fma is a correct library call on a generic x86-64
+// build, an instruction on the device).
+#if defined(__CUDA_ARCH__)
+GRAFT_HOST_DEVICE inline float mul_add(float a, float b, float c) { return ::fmaf(a, b, c); }
+GRAFT_HOST_DEVICE inline double mul_add(double a, double b, double c) { return ::fma(a, b, c); }
+#else
+GRAFT_HOST_DEVICE inline float mul_add(float a, float b, float c) { return std::fma(a, b, c); }
+GRAFT_HOST_DEVICE inline double mul_add(double a, double b, double c) { return std::fma(a, b, c); }
+#endif
+
 template <class T>
 struct AdamScalars {
   T decay;     // 1 - lr * wd (decoupled) applied to p when `shrink`
@@ -153,17 +170,19 @@ struct SgdScalars {
   bool decay, use_momentum, nesterov, first;
 };
 
-// buf is ignored unless use_momentum.
+// PyTorch's SGD: d = g.add(p, alpha=wd); buf.mul_(momentum).add_(d, alpha=1-dampening);
+// d = d.add(buf, alpha=momentum) (nesterov); p.add_(d, alpha=-lr). buf is ignored unless
+// use_momentum.
 template <class T>
 GRAFT_HOST_DEVICE inline void sgd_element(T& p, T& buf, T g, const SgdScalars<T>& s) {
   T pi = p, d = g;
-  if (s.decay) d = d + s.wd * pi;
+  if (s.decay) d = mul_add(s.wd, pi, d);
   if (s.use_momentum) {
-    T b = s.first ? d : buf * s.momentum + s.keep * d;
+    T b = s.first ? d : mul_add(s.keep, d, buf * s.momentum);
     buf = b;
-    d = s.nesterov ? d + s.momentum * b : b;
+    d = s.nesterov ? mul_add(s.momentum, b, d) : b;
   }
-  p = pi + s.step * d;
+  p = mul_add(s.step, d, pi);
 }
 
 }  // namespace graft::scalar_math

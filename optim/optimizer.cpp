@@ -5,6 +5,7 @@
 #include "autograd/functional.h"
 #include "autograd/grad_mode.h"
 #include "autograd/zero_grad.h"
+#include "ops/fused_optim_plan.h"
 #include "ops/ops.h"
 
 namespace graft::optim {
@@ -28,12 +29,36 @@ Tensor grad_of(const Tensor& p) {
 }
 
 // The fused kernels (ops/fused_optim.cpp, cuda/) take contiguous tensors that match the
-// parameter; anything else (a strided or differently typed gradient) takes the op-by-op path,
-// which gives the same values.
+// parameter (state: float32 for a 16-bit parameter); anything else (a strided or differently typed
+// gradient) takes the op-by-op path, which computes the same update.
 bool fusable(const Tensor& p, const Tensor& g) {
   return is_floating(p.dtype()) && p.is_contiguous() && g.is_contiguous() && g.dtype() == p.dtype() &&
          g.device() == p.device() && g.sizes() == p.sizes() && g.data_ptr() != p.data_ptr();
 }
+bool fusable_state(const Tensor& p, const Tensor& s) {
+  return !s.defined() || (s.is_contiguous() && s.dtype() == kernels::fused_state_dtype(p.dtype()));
+}
+
+// A new state tensor for p: zeros (or uninitialised) like p, float32 for a 16-bit parameter.
+Tensor new_state(const Tensor& p, bool zero) {
+  TensorOptions o = TensorOptions().dtype(kernels::fused_state_dtype(p.dtype()));
+  return zero ? graft::zeros_like(p, o) : graft::empty_like(p, o);
+}
+
+// The op-by-op update of a 16-bit parameter runs on float32 copies of the parameter and gradient
+// (its state is float32) and writes the parameter back rounded once, as the fused kernel does.
+struct FloatView {
+  Tensor& p;
+  Tensor work;
+  explicit FloatView(Tensor& param)
+      : p(param), work(is_reduced_floating(param.dtype()) ? ops::to_dtype(param, kFloat32) : param) {}
+  Tensor grad(const Tensor& g) const {
+    return work.is_same(p) || g.dtype() == work.dtype() ? g : ops::to_dtype(g, work.dtype());
+  }
+  void write_back() {
+    if (!work.is_same(p)) ops::copy_(p, work);
+  }
+};
 }  // namespace
 
 SGD::SGD(std::vector<Tensor> params, double lr, double momentum_, double dampening_, double wd, bool nesterov_)
@@ -50,14 +75,16 @@ void SGD::step() {
     Tensor& p = params_[i];
     Tensor d = grad_of(p);
     if (!d.defined()) continue;
-    if (fused && fusable(p, d) && (momentum == 0 || !momentum_buffer_[i].defined() || momentum_buffer_[i].is_contiguous())) {
+    if (fused && fusable(p, d) && (momentum == 0 || fusable_state(p, momentum_buffer_[i]))) {
       bool first = momentum != 0 && !momentum_buffer_[i].defined();
-      if (first) momentum_buffer_[i] = ops::empty_like(p);
+      if (first) momentum_buffer_[i] = new_state(p, false);
       ops::fused_sgd_(p, momentum_buffer_[i], d,
                       {lr_, momentum, dampening, weight_decay, nesterov, first});
       continue;
     }
-    if (weight_decay != 0) d = ops::add(d, p, weight_decay);
+    FloatView pv(p);
+    d = pv.grad(d);
+    if (weight_decay != 0) d = ops::add(d, pv.work, weight_decay);
     if (momentum != 0) {
       Tensor& buf = momentum_buffer_[i];
       if (!buf.defined()) {
@@ -68,7 +95,8 @@ void SGD::step() {
       }
       d = nesterov ? ops::add(d, buf, momentum) : buf;
     }
-    ops::add_(p, d, -lr_);
+    ops::add_(pv.work, d, -lr_);
+    pv.write_back();
   }
 }
 
@@ -92,21 +120,23 @@ void Adam::step() {
     Tensor g = grad_of(p);
     if (!g.defined()) continue;
     if (!exp_avg_[i].defined()) {
-      exp_avg_[i] = ops::zeros_like(p);
-      exp_avg_sq_[i] = ops::zeros_like(p);
+      exp_avg_[i] = new_state(p, true);
+      exp_avg_sq_[i] = new_state(p, true);
     }
     int64_t t = ++step_[i];
     double bc1 = 1 - std::pow(beta1, static_cast<double>(t));
     double bc2 = 1 - std::pow(beta2, static_cast<double>(t));
-    if (fused && fusable(p, g) && exp_avg_[i].is_contiguous() && exp_avg_sq_[i].is_contiguous()) {
+    if (fused && fusable(p, g) && fusable_state(p, exp_avg_[i]) && fusable_state(p, exp_avg_sq_[i])) {
       ops::fused_adam_(p, exp_avg_[i], exp_avg_sq_[i], g, {lr_, beta1, beta2, weight_decay, eps, bc1, bc2, decoupled_});
       continue;
     }
+    FloatView pv(p);
+    g = pv.grad(g);
     if (weight_decay != 0) {
       if (decoupled_)
-        ops::mul_(p, 1 - lr_ * weight_decay);
+        ops::mul_(pv.work, 1 - lr_ * weight_decay);
       else
-        g = ops::add(g, p, weight_decay);
+        g = ops::add(g, pv.work, weight_decay);
     }
     ops::lerp_(exp_avg_[i], g, 1 - beta1);
     ops::mul_(exp_avg_sq_[i], beta2);
@@ -114,7 +144,8 @@ void Adam::step() {
     Tensor denom = ops::sqrt(exp_avg_sq_[i]);
     ops::div_(denom, std::sqrt(bc2));
     ops::add_(denom, eps);
-    ops::addcdiv_(p, exp_avg_[i], denom, -lr_ / bc1);
+    ops::addcdiv_(pv.work, exp_avg_[i], denom, -lr_ / bc1);
+    pv.write_back();
   }
 }
 

@@ -1,10 +1,21 @@
 #pragma once
 // graft::optim: SGD, Adam and AdamW, with PyTorch's update formulas (the learning-rate schedulers
-// that drive them are in optim/lr_scheduler.h).
+// that drive them are in optim/lr_scheduler.h; loss scaling for float16 in optim/grad_scaler.h).
 // Updates run in place under NoGradGuard; parameters whose grad is undefined are skipped.
 // Each parameter is updated by one fused kernel (ops::fused_adam_ / fused_sgd_: one pass over
-// parameter, gradient and state instead of ~7 ops); `fused = false` takes the op-by-op path. On the
-// CPU both give the same bits; on CUDA they agree to rounding (nvcc contracts to FMA).
+// parameter, gradient and state instead of ~7 ops); `fused = false` takes the op-by-op path.
+//
+// Invariants:
+// 1. Adam/AdamW: on the CPU the fused and op-by-op paths give the same bits; on CUDA they agree to
+//    rounding (nvcc contracts to FMA).
+// 2. SGD's fused kernel rounds each `x + a*y` once (a fused multiply-add), as PyTorch's CPU and
+//    CUDA kernels do, so SGD's float32 parameters follow PyTorch's bits (the GradScaler fixture
+//    checks them); the op-by-op path rounds the product first, so it agrees to rounding.
+// 3. bfloat16 and float16 parameters keep float32 state (exp_avg, exp_avg_sq, momentum_buffer):
+//    each step loads the parameter to float, updates it in float and rounds it once. This is a
+//    deliberate difference from PyTorch, whose optimizers keep state in the parameter's dtype:
+//    a 16-bit second moment underflows (bfloat16 keeps 8 bits of mantissa, float16 flushes
+//    below 6e-8), and float32 state costs 4 (SGD) or 8 (Adam) bytes per parameter.
 #include <cstdint>
 #include <utility>
 #include <vector>

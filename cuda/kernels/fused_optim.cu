@@ -5,48 +5,54 @@
 namespace graft::cuda {
 namespace {
 
-template <class T>
-__global__ void fused_adam_kernel(T* __restrict__ p, T* __restrict__ m, T* __restrict__ v, const T* __restrict__ g,
+template <class P, class T>
+__global__ void fused_adam_kernel(P* __restrict__ p, T* __restrict__ m, T* __restrict__ v, const P* __restrict__ g,
                                   int64_t n, scalar_math::AdamScalars<T> s) {
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += static_cast<int64_t>(blockDim.x) * gridDim.x)
-    scalar_math::adam_element(p[i], m[i], v[i], g[i], s);
+       i += static_cast<int64_t>(blockDim.x) * gridDim.x) {
+    T pi = static_cast<T>(p[i]);
+    scalar_math::adam_element(pi, m[i], v[i], static_cast<T>(g[i]), s);
+    p[i] = static_cast<P>(pi);
+  }
 }
 
-template <class T>
-__global__ void fused_sgd_kernel(T* __restrict__ p, T* __restrict__ buf, const T* __restrict__ g, int64_t n,
+template <class P, class T>
+__global__ void fused_sgd_kernel(P* __restrict__ p, T* __restrict__ buf, const P* __restrict__ g, int64_t n,
                                  scalar_math::SgdScalars<T> s) {
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<int64_t>(blockDim.x) * gridDim.x) {
     T unused{};
-    scalar_math::sgd_element(p[i], buf ? buf[i] : unused, g[i], s);
+    T pi = static_cast<T>(p[i]);
+    scalar_math::sgd_element(pi, buf ? buf[i] : unused, static_cast<T>(g[i]), s);
+    p[i] = static_cast<P>(pi);
   }
 }
 
 }  // namespace
 
-template <class T>
-void launch_fused_adam(T* p, T* m, T* v, const T* g, int64_t n, const scalar_math::AdamScalars<T>& s,
+template <class P, class T>
+void launch_fused_adam(P* p, T* m, T* v, const P* g, int64_t n, const scalar_math::AdamScalars<T>& s,
                        cudaStream_t stream) {
   if (n == 0) return;
-  fused_adam_kernel<T><<<blocks_for(n), kThreadsPerBlock, 0, stream>>>(p, m, v, g, n, s);
+  fused_adam_kernel<P, T><<<blocks_for(n), kThreadsPerBlock, 0, stream>>>(p, m, v, g, n, s);
   check_launch("fused_adam_kernel");
 }
 
-template <class T>
-void launch_fused_sgd(T* p, T* buf, const T* g, int64_t n, const scalar_math::SgdScalars<T>& s, cudaStream_t stream) {
+template <class P, class T>
+void launch_fused_sgd(P* p, T* buf, const P* g, int64_t n, const scalar_math::SgdScalars<T>& s, cudaStream_t stream) {
   if (n == 0) return;
-  fused_sgd_kernel<T><<<blocks_for(n), kThreadsPerBlock, 0, stream>>>(p, buf, g, n, s);
+  fused_sgd_kernel<P, T><<<blocks_for(n), kThreadsPerBlock, 0, stream>>>(p, buf, g, n, s);
   check_launch("fused_sgd_kernel");
 }
 
-template void launch_fused_adam<float>(float*, float*, float*, const float*, int64_t,
-                                       const scalar_math::AdamScalars<float>&, cudaStream_t);
-template void launch_fused_adam<double>(double*, double*, double*, const double*, int64_t,
-                                        const scalar_math::AdamScalars<double>&, cudaStream_t);
-template void launch_fused_sgd<float>(float*, float*, const float*, int64_t, const scalar_math::SgdScalars<float>&,
-                                      cudaStream_t);
-template void launch_fused_sgd<double>(double*, double*, const double*, int64_t,
-                                       const scalar_math::SgdScalars<double>&, cudaStream_t);
+#define GRAFT_FUSED_OPTIM_INSTANTIATE(P, T)                                                                      \
+  template void launch_fused_adam<P, T>(P*, T*, T*, const P*, int64_t, const scalar_math::AdamScalars<T>&,      \
+                                        cudaStream_t);                                                          \
+  template void launch_fused_sgd<P, T>(P*, T*, const P*, int64_t, const scalar_math::SgdScalars<T>&, cudaStream_t);
+GRAFT_FUSED_OPTIM_INSTANTIATE(float, float)
+GRAFT_FUSED_OPTIM_INSTANTIATE(double, double)
+GRAFT_FUSED_OPTIM_INSTANTIATE(BFloat16, float)
+GRAFT_FUSED_OPTIM_INSTANTIATE(Half, float)
+#undef GRAFT_FUSED_OPTIM_INSTANTIATE
 
 }  // namespace graft::cuda

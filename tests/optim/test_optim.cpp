@@ -5,6 +5,8 @@
 #include <tuple>
 
 #include "graft.h"
+#include "ops/ops.h"
+#include "support/check_close.h"
 
 using namespace graft;
 
@@ -211,12 +213,56 @@ void check_fused_equals_op_by_op(Make make) {
 }
 }  // namespace
 
-TEST_CASE("fused SGD updates give the op-by-op bits") {
+namespace {
+// PyTorch's SGD on one element, each `x.add_(y, alpha=a)` one fused multiply-add (rounded once).
+template <class T>
+void sgd_reference(T& p, T& buf, T g, bool first, double lr, double mom, double damp, double wd, bool nest) {
+  T d = g;
+  if (wd != 0) d = std::fma(static_cast<T>(wd), p, d);
+  if (mom != 0) {
+    buf = first ? d : std::fma(static_cast<T>(1 - damp), d, buf * static_cast<T>(mom));
+    d = nest ? std::fma(static_cast<T>(mom), buf, d) : buf;
+  }
+  p = std::fma(static_cast<T>(-lr), d, p);
+}
+}  // namespace
+
+TEST_CASE("fused SGD rounds each x + a*y once, as PyTorch; the op-by-op path agrees to rounding") {
   for (auto [mom, damp, wd, nest] : std::vector<std::tuple<double, double, double, bool>>{
            {0, 0, 0, false}, {0, 0, 0.1, false}, {0.9, 0, 0, false}, {0.9, 0.3, 0.05, false}, {0.9, 0, 0.05, true}}) {
     INFO("momentum " << mom << " dampening " << damp << " weight_decay " << wd << " nesterov " << nest);
-    check_fused_equals_op_by_op(
-        [&](std::vector<Tensor> ps) { return std::make_unique<optim::SGD>(ps, 0.05, mom, damp, wd, nest); });
+    auto make = [&](std::vector<Tensor> ps) { return std::make_unique<optim::SGD>(ps, 0.05, mom, damp, wd, nest); };
+    for (DType dt : {kFloat32, kFloat64}) {
+      INFO("dtype " << dt);
+      auto fused = trajectory(dt, true, make), plain = trajectory(dt, false, make);
+      // The reference replays trajectory()'s parameters and gradients element by element.
+      manual_seed(3);
+      std::vector<Tensor> ps = {randn({7, 5}, dtype(dt)), randn({5}, dtype(dt)), randn({}, dtype(dt))};
+      std::vector<Tensor> grads;
+      for (int s = 0; s < 5; ++s)
+        for (const auto& p : ps) grads.push_back(randn(p.sizes(), dtype(dt)));
+      auto replay = [&]<class T>() {
+        std::vector<std::vector<T>> p, buf;
+        for (const auto& t : ps) {
+          p.push_back(t.to_vector<T>());
+          buf.push_back(std::vector<T>(p.back().size()));
+        }
+        std::vector<std::vector<double>> out;
+        for (int s = 0; s < 5; ++s)
+          for (size_t i = 0; i < ps.size(); ++i) {
+            auto g = grads[s * ps.size() + i].to_vector<T>();
+            for (size_t e = 0; e < g.size(); ++e) sgd_reference<T>(p[i][e], buf[i][e], g[e], s == 0, 0.05, mom, damp, wd, nest);
+            out.emplace_back(p[i].begin(), p[i].end());
+          }
+        return out;
+      };
+      auto ref = dt == kFloat32 ? replay.template operator()<float>() : replay.template operator()<double>();
+      REQUIRE(fused.size() == ref.size());
+      for (size_t i = 0; i < fused.size(); ++i) CHECK(fused[i] == ref[i]);  // bit for bit
+      for (size_t i = 0; i < fused.size(); ++i)
+        for (size_t e = 0; e < fused[i].size(); ++e)
+          CHECK(plain[i][e] == Approx(fused[i][e]).epsilon(dt == kFloat32 ? 1e-5 : 1e-13).margin(1e-6));
+    }
   }
 }
 
@@ -265,4 +311,81 @@ TEST_CASE("fused update kernels reject mismatched tensors with the op's name") {
   CHECK_THROWS_WITH(ops::fused_adam_(p, m64, v, zeros({3}), args), Catch::Contains("exp_avg") && Catch::Contains("float64"));
   CHECK_THROWS_WITH(ops::fused_adam_(p, p, v, zeros({3}), args), Catch::Contains("share memory"));
   CHECK(p.to_vector<float>() == std::vector<float>{0, 0, 0});  // nothing written
+}
+
+namespace {
+std::vector<float> values16(const Tensor& t) { return t.to(kFloat32).to_vector<float>(); }
+
+// `steps` steps of make(params) on a 16-bit model and on a float32 reference whose parameters are
+// rounded to the 16-bit dtype after every step: with float32 state, the two must agree bit for bit
+// (the 16-bit kernels compute the float32 update and round the parameter once). A second float32
+// copy that is never rounded stays within 16-bit tolerance.
+template <class Make>
+void check_reduced_against_float(DType dt, bool fused, Make make) {
+  INFO("dtype " << dt << " fused " << fused);
+  manual_seed(11);
+  const int steps = 6;
+  std::vector<Tensor> low, ref, free_ref;
+  for (Shape s : {Shape{33, 17}, Shape{600}, Shape{}}) {
+    Tensor init = randn(s).to(dt).to(kFloat32);
+    low.push_back(init.to(dt).requires_grad_());
+    ref.push_back(init.clone().requires_grad_());
+    free_ref.push_back(init.clone().requires_grad_());
+  }
+  auto o_low = make(low), o_ref = make(ref), o_free = make(free_ref);
+  o_low->fused = o_ref->fused = o_free->fused = fused;
+  for (int k = 0; k < steps; ++k) {
+    for (size_t i = 0; i < low.size(); ++i) {
+      Tensor g = randn(low[i].sizes()).to(dt);
+      low[i].mutable_grad() = g;
+      ref[i].mutable_grad() = g.to(kFloat32);
+      free_ref[i].mutable_grad() = g.to(kFloat32);
+    }
+    o_low->step();
+    o_ref->step();
+    o_free->step();
+    NoGradGuard ng;
+    for (size_t i = 0; i < low.size(); ++i) {
+      INFO("step " << k << " parameter " << i);
+      ops::copy_(ref[i], ref[i].to(dt).to(kFloat32));
+      CHECK(low[i].dtype() == dt);
+      REQUIRE(values16(low[i]) == values16(ref[i]));
+      test::check_close(low[i].to(kFloat32), free_ref[i], {.rtol = dt == kBFloat16 ? 3e-2 : 5e-3, .atol = 1e-2});
+    }
+  }
+}
+}  // namespace
+
+TEST_CASE("SGD, Adam and AdamW step bfloat16 and float16 parameters with float32 state") {
+  for (DType dt : {kBFloat16, kFloat16})
+    for (bool fused : {true, false}) {
+      check_reduced_against_float(dt, fused, [](std::vector<Tensor> ps) {
+        return std::make_unique<optim::SGD>(ps, 0.05, 0.9, 0.1, 0.01);
+      });
+      check_reduced_against_float(dt, fused, [](std::vector<Tensor> ps) {
+        return std::make_unique<optim::SGD>(ps, 0.05, 0.9, 0, 0.01, true);
+      });
+      check_reduced_against_float(dt, fused, [](std::vector<Tensor> ps) {
+        return std::make_unique<optim::Adam>(ps, 1e-2, std::make_pair(0.9, 0.999), 1e-8, 0.01);
+      });
+      check_reduced_against_float(dt, fused, [](std::vector<Tensor> ps) {
+        return std::make_unique<optim::AdamW>(ps, 1e-2, std::make_pair(0.8, 0.99), 1e-6, 0.05);
+      });
+    }
+}
+
+TEST_CASE("fused kernels take 16-bit parameters with float32 state only") {
+  Tensor p = ones({3}, dtype(kBFloat16)), g = ones({3}, dtype(kBFloat16));
+  Tensor m = zeros({3}), v = zeros({3});
+  ops::FusedAdamArgs args{0.1, 0.9, 0.999, 0, 1e-8, 0.1, 0.001, false};
+  ops::fused_adam_(p, m, v, g, args);
+  CHECK(values16(m) == std::vector<float>(3, 0.1f));
+  Tensor m16 = zeros({3}, dtype(kBFloat16));
+  CHECK_THROWS_WITH(ops::fused_adam_(p, m16, v, g, args),
+                    Catch::Contains("_fused_adam_") && Catch::Contains("exp_avg") && Catch::Contains("float32 state"));
+  Tensor g32 = ones({3});
+  CHECK_THROWS_WITH(ops::fused_adam_(p, m, v, g32, args), Catch::Contains("grad"));
+  Tensor buf = zeros({3});
+  ops::fused_sgd_(p, buf, g, {0.5, 0.9, 0, 0, false, true});
+  CHECK(values16(buf) == std::vector<float>(3, 1.0f));
 }

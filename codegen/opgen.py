@@ -207,7 +207,7 @@ class Op:
     dtype_rule: str = ""
     out_dtype: str = ""         # "bool": elementwise output dtype
     cpu_fast_path: bool = False
-    reduced: str = ""           # "native": its kernels take bfloat16/float16 themselves (no float fallback)
+    reduced: str = ""           # "native": its kernels take bfloat16/float16 themselves (no float fallback); "native cpu" / "native cuda": only that device's
     api: str = ""               # "ops": no graft:: form
     registered: bool = True     # false (`dispatch: none`): a composite that is not a dispatched op
     save_after: set[str] = field(default_factory=set)
@@ -319,8 +319,8 @@ def make_op(items, where, family) -> Op:
         elif key == "cpu_fast_path":
             op.cpu_fast_path = value == "true"
         elif key == "reduced":
-            if value not in ("native", "native cpu"):
-                raise DeclError(f"{w}: 'reduced:' takes 'native' (every device) or 'native cpu'")
+            if value not in ("native", "native cpu", "native cuda"):
+                raise DeclError(f"{w}: 'reduced:' takes 'native' (every device), 'native cpu' or 'native cuda'")
             op.reduced = value
         elif key == "api":
             op.api = value
@@ -611,7 +611,7 @@ def needs_reduced_fallback(op: Op, device: str) -> bool:
     """Whether the op's kernel on `device` is registered behind the float fallback."""
     if not has_device_kernel(op, device) or op.elementwise or op.kernel.startswith("any "):
         return False
-    return not (op.reduced == "native" or (op.reduced == "native cpu" and device == "cpu"))
+    return not (op.reduced == "native" or op.reduced == f"native {device}")
 
 
 def kernel_fn(op: Op, device: str) -> str:

@@ -1166,7 +1166,7 @@ def gen_op_cases_cuda(ops: list[Op], types: Types) -> str:
                     consts.append(name)
                     val = g[len("const("):-1] if fn == "const" else f"gen::{g}"
                     setup.append(f"  const auto {name}_cpu = {val};")
-            moves = "".join(f"[[maybe_unused]] const auto {n} = graft::test::on_device({n}_cpu, dev); " for n in consts)
+            moves = "".join(f"[[maybe_unused]] const auto {n} = graft::test::on_device({n}_cpu, dev, dt); " for n in consts)
             unpack = "".join(f"const Tensor& {n} = in[{i}]; " for i, n in enumerate(diff))
             vals = ", ".join(f"{n}_v" for n in diff)
             # The 16-bit run only where the case has floating inputs for the dtype to change.
@@ -1179,7 +1179,7 @@ def gen_op_cases_cuda(ops: list[Op], types: Types) -> str:
                 out.append(f"  manual_seed({k + 1});")
                 out.extend(setup)
                 out.append(f"  graft::test::check_cuda_case({cpp_str(op.full_name)}, [&](const std::vector<Tensor>& in, "
-                           f"[[maybe_unused]] Device dev) {{ {moves}{unpack}return graft::test::as_outputs({c.expr}); }}, "
+                           f"[[maybe_unused]] Device dev, [[maybe_unused]] DType dt) {{ {moves}{unpack}return graft::test::as_outputs({c.expr}); }}, "
                            f"{{{vals}}}, {{{dtypes}}});")
                 out.append("}")
     return "\n".join(out) + "\n"

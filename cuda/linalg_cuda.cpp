@@ -8,8 +8,7 @@
 //                        reading transposed operands in place;
 //   bfloat16 / float16 -> the same calls through cublasGemmEx: tensor cores, float32 compute,
 //                        one rounding per output element (cuda/cublas_gemm.h). These ops are
-//                        `reduced: native cuda` in codegen/ops/linalg.yaml, so no float copies;
-//
+//                        `reduced: native cuda` in codegen/ops/linalg.yaml: no float copies.
 //   int64             -> the tiled kernel in kernels/matmul_int.cu, which reads any strides.
 // Bias: the output is first filled with the bias broadcast over rows (kernels/matmul_int.cu),
 // then the GEMM runs with beta = 1. This keeps one GEMM path for all dtypes, is what

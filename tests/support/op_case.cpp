@@ -144,7 +144,9 @@ void check_table_matches_registry(const std::vector<DeclaredOp>& table) {
   CHECK(unchecked.empty());
 }
 
-Tensor on_device(const Tensor& t, Device dev) { return t.to(dev); }
+Tensor on_device(const Tensor& t, Device dev, DType dt) {
+  return is_floating(t.dtype()) ? t.to(dt).to(dev) : t.to(dev);
+}
 
 namespace {
 Device g_case_device = kCUDA;
@@ -175,7 +177,7 @@ void check_cuda_case(const std::string& op, const DeviceCaseFn& fn, const std::v
       cpu_in.push_back(v.to(dt).detach().requires_grad_());
       dev_in.push_back(v.to(dt).to(dev).detach().requires_grad_());
     }
-    std::vector<Tensor> cpu_out = fn(cpu_in, kCPU), dev_out = fn(dev_in, dev);
+    std::vector<Tensor> cpu_out = fn(cpu_in, kCPU, dt), dev_out = fn(dev_in, dev, dt);
     REQUIRE(cpu_out.size() == dev_out.size());
     std::vector<Tensor> roots_cpu, roots_dev, grads_cpu, grads_dev;
     for (size_t i = 0; i < cpu_out.size(); ++i) {

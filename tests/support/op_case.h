@@ -69,7 +69,8 @@ void check_table_matches_registry(const std::vector<DeclaredOp>& table);
 // one random output gradient; CUDA's outputs and gradients must match the CPU's within
 // cuda_case_tolerance of each result's dtype. The generated cases run float32 and float64 in one
 // test case and bfloat16 and float16 in another (tagged [reduced]).
-using DeviceCaseFn = std::function<std::vector<Tensor>(const std::vector<Tensor>&, Device)>;
+// fn gets the inputs on the device and the run's dtype (for its constant inputs: on_device).
+using DeviceCaseFn = std::function<std::vector<Tensor>(const std::vector<Tensor>&, Device, DType)>;
 void check_cuda_case(const std::string& op, const DeviceCaseFn& fn, const std::vector<Tensor>& values,
                      const std::vector<DType>& dtypes = {kFloat32, kFloat64});
 // How close CUDA must be to the CPU for a result of `dtype` (NaN on both sides agrees).
@@ -82,8 +83,10 @@ Tolerance cuda_case_tolerance(DType dtype);
 // The device check_cuda_case compares with the CPU: CUDA, or the CPU itself for the harness's
 // self-check on a machine without a GPU (tests/cuda/test_cuda_vs_cpu.cpp's main).
 void set_cuda_case_device(Device dev);
-// A constant input (indices, a mask) on `dev`; other constants (shapes, numbers) as they are.
-Tensor on_device(const Tensor& t, Device dev);
-template <class T> const T& on_device(const T& v, Device) { return v; }
+// A constant input on `dev`: indices and masks as they are, a floating one (a loss's class
+// weights) in the run's dtype `dt`, which the op requires of it; other constants (shapes,
+// numbers) as they are.
+Tensor on_device(const Tensor& t, Device dev, DType dt);
+template <class T> const T& on_device(const T& v, Device, DType) { return v; }
 
 }  // namespace graft::test

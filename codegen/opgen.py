@@ -207,7 +207,7 @@ class Op:
     dtype_rule: str = ""
     out_dtype: str = ""         # "bool": elementwise output dtype
     cpu_fast_path: bool = False
-    reduced: str = ""           # "native": its kernels take bfloat16/float16 themselves (no float fallback)
+    reduced: str = ""           # "native": its kernels take bfloat16/float16 themselves (no float fallback); "native cpu" / "native cuda": only that device's
     api: str = ""               # "ops": no graft:: form
     registered: bool = True     # false (`dispatch: none`): a composite that is not a dispatched op
     save_after: set[str] = field(default_factory=set)
@@ -320,8 +320,8 @@ def make_op(items, where, family) -> Op:
         elif key == "cpu_fast_path":
             op.cpu_fast_path = value == "true"
         elif key == "reduced":
-            if value not in ("native", "native cpu"):
-                raise DeclError(f"{w}: 'reduced:' takes 'native' (every device) or 'native cpu'")
+            if value not in ("native", "native cpu", "native cuda"):
+                raise DeclError(f"{w}: 'reduced:' takes 'native' (every device), 'native cpu' or 'native cuda'")
             op.reduced = value
         elif key == "api":
             op.api = value
@@ -642,7 +642,7 @@ def needs_reduced_fallback(op: Op, device: str) -> bool:
     """Whether the op's kernel on `device` is registered behind the float fallback."""
     if not has_device_kernel(op, device) or op.elementwise or op.kernel.startswith("any "):
         return False
-    return not (op.reduced == "native" or (op.reduced == "native cpu" and device == "cpu"))
+    return not (op.reduced == "native" or op.reduced == f"native {device}")
 
 
 def kernel_fn(op: Op, device: str) -> str:
@@ -1221,8 +1221,10 @@ def gen_op_table(ops: list[Op]) -> str:
 def gen_op_cases_cuda(ops: list[Op], types: Types) -> str:
     out = [HEADER,
            "// CPU vs CUDA for every declared case: each `check:` line runs on both devices in float32 and",
-           "// float64, forward and backward with the same output gradient; CUDA must match the CPU. Linked",
-           "// into the CPU-vs-CUDA harness, whose main reports SKIPPED without a GPU.",
+           "// float64, and (a second test case, tagged [reduced]) in bfloat16 and float16, forward and",
+           "// backward with the same output gradient; CUDA must match the CPU within each dtype's",
+           "// tolerance (support/op_case.h). Linked into the CPU-vs-CUDA harness, whose main reports",
+           "// SKIPPED without a GPU.",
            "#include <catch2/catch.hpp>", "", '#include "graft.h"', '#include "support/op_case.h"', "",
            "using namespace graft;", "namespace gen = graft::test::gen;", ""]
     for op in ops:
@@ -1241,16 +1243,22 @@ def gen_op_cases_cuda(ops: list[Op], types: Types) -> str:
                     consts.append(name)
                     val = g[len("const("):-1] if fn == "const" else f"gen::{g}"
                     setup.append(f"  const auto {name}_cpu = {val};")
-            title = f"cuda matches cpu: {op.full_name} [{k}]: {c.expr}"
-            out.append(f"TEST_CASE({cpp_str(title)}, \"[cuda][table]\") {{")
-            out.append(f"  manual_seed({k + 1});")
-            out.extend(setup)
-            moves = "".join(f"[[maybe_unused]] const auto {n} = graft::test::on_device({n}_cpu, dev); " for n in consts)
+            moves = "".join(f"[[maybe_unused]] const auto {n} = graft::test::on_device({n}_cpu, dev, dt); " for n in consts)
             unpack = "".join(f"const Tensor& {n} = in[{i}]; " for i, n in enumerate(diff))
             vals = ", ".join(f"{n}_v" for n in diff)
-            out.append(f"  graft::test::check_cuda_case({cpp_str(op.full_name)}, [&](const std::vector<Tensor>& in, "
-                       f"[[maybe_unused]] Device dev) {{ {moves}{unpack}return graft::test::as_outputs({c.expr}); }}, {{{vals}}});")
-            out.append("}")
+            # The 16-bit run only where the case has floating inputs for the dtype to change.
+            runs = [("", "[cuda][table]", "kFloat32, kFloat64")]
+            if diff:
+                runs.append((" [bf16, f16]", "[cuda][table][reduced]", "kBFloat16, kFloat16"))
+            for suffix, tags, dtypes in runs:
+                title = f"cuda matches cpu: {op.full_name} [{k}]{suffix}: {c.expr}"
+                out.append(f"TEST_CASE({cpp_str(title)}, {cpp_str(tags)}) {{")
+                out.append(f"  manual_seed({k + 1});")
+                out.extend(setup)
+                out.append(f"  graft::test::check_cuda_case({cpp_str(op.full_name)}, [&](const std::vector<Tensor>& in, "
+                           f"[[maybe_unused]] Device dev, [[maybe_unused]] DType dt) {{ {moves}{unpack}return graft::test::as_outputs({c.expr}); }}, "
+                           f"{{{vals}}}, {{{dtypes}}});")
+                out.append("}")
     return "\n".join(out) + "\n"
 
 

@@ -103,7 +103,11 @@ cublasHandle_t cublas_handle() {
   cublasHandle_t& h = t_handles.handles[static_cast<size_t>(d)];
   if (!h) GRAFT_CUBLAS_CHECK(cublasCreate(&h));
   GRAFT_CUBLAS_CHECK(cublasSetStream(h, current_stream(d)));
-  GRAFT_CUBLAS_CHECK(cublasSetMathMode(h, g_allow_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+  // 16-bit GEMMs sum in float32 only: without the flag cuBLAS may reduce split-K partial sums in
+  // bf16/fp16 (cuda/cublas_gemm.h). The flag changes nothing for float32 and float64.
+  const int mode = (g_allow_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH) |
+                   CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION;
+  GRAFT_CUBLAS_CHECK(cublasSetMathMode(h, static_cast<cublasMath_t>(mode)));
   return h;
 }
 

@@ -91,7 +91,8 @@ class Event {
   cudaEvent_t ev_ = nullptr;
 };
 
-// Per-thread, per-device cuBLAS handle bound to the current stream.
+// Per-thread, per-device cuBLAS handle bound to the current stream. Its math mode disallows
+// reduced-precision reductions, so 16-bit GEMMs accumulate in float32 throughout.
 cublasHandle_t cublas_handle();
 // TF32 tensor cores for float32 matmul/conv: off by default (exact float32, as PyTorch's default
 // for matmul), on through set_allow_tf32(true) or GRAFT_ALLOW_TF32=1 in the environment.

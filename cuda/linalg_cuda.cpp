@@ -6,6 +6,9 @@
 // with a and b padded to out's rank and their batch dims broadcast.
 //   float32 / float64 -> cuBLAS (S/D gemm, strided-batched where the batch layout allows),
 //                        reading transposed operands in place;
+//   bfloat16 / float16 -> the same calls through cublasGemmEx: tensor cores, float32 compute,
+//                        one rounding per output element (cuda/cublas_gemm.h). These ops are
+//                        `reduced: native cuda` in codegen/ops/linalg.yaml: no float copies.
 //   int64             -> the tiled kernel in kernels/matmul_int.cu, which reads any strides.
 // Bias: the output is first filled with the bias broadcast over rows (kernels/matmul_int.cu),
 // then the GEMM runs with beta = 1. This keeps one GEMM path for all dtypes, is what
@@ -75,10 +78,11 @@ void matmul_cublas(MatOperand a, MatOperand b, const Shape& out_sizes, T* out, b
   int64_t ld_b = b_rm ? b.row_stride() : b.col_stride(), ld_a = a_rm ? a.row_stride() : a.col_stride();
   const T* A = static_cast<const T*>(a.t.data_ptr());
   const T* B = static_cast<const T*>(b.t.data_ptr());
-  T beta = accumulate ? T(1) : T(0);
+  using S = cuda::gemm_scale_t<T>;
+  const S beta = accumulate ? S(1) : S(0);
   if (oa.uniform && ob.uniform) {
     // C^T[i] (m x n, ld m) = op_b(B[i]) (m x k) @ op_a(A[i]) (k x n), i < nbatch
-    cuda::gemm_strided_batched<T>(op_b, op_a, m, n, k, T(1), B, ld_b, ob.stride, A, ld_a, oa.stride, beta, out, m,
+    cuda::gemm_strided_batched<T>(op_b, op_a, m, n, k, S(1), B, ld_b, ob.stride, A, ld_a, oa.stride, beta, out, m,
                                   n * m, nbatch);
     return;
   }
@@ -87,7 +91,7 @@ void matmul_cublas(MatOperand a, MatOperand b, const Shape& out_sizes, T* out, b
   for (int64_t i = 0; i < nbatch; ++i) {
     size_t s = static_cast<size_t>(i);
     // C^T[i] (m x n, ld m) = op_b(B[i]) (m x k) @ op_a(A[i]) (k x n)
-    cuda::gemm_strided_batched<T>(op_b, op_a, m, n, k, T(1), B + ob.off[s], ld_b, 0, A + oa.off[s], ld_a, 0, beta,
+    cuda::gemm_strided_batched<T>(op_b, op_a, m, n, k, S(1), B + ob.off[s], ld_b, 0, A + oa.off[s], ld_a, 0, beta,
                                   out + i * n * m, m, 0, 1);
   }
 }
@@ -128,8 +132,9 @@ void matmul_core(MatOperand a, MatOperand b, const Shape& out_sizes, const Tenso
   int64_t m = out_sizes.back(), rows = out.numel() / m;
   bool seeded = accumulate;  // out already holds what the product is added to
   if (bias.defined()) {
-    dispatch_dtype(out.dtype(), "matmul", [&]<class T>() {
-      if constexpr (!std::is_same_v<T, bool>)
+    dispatch_all_dtypes(out.dtype(), "matmul", [&]<class T>() {
+      if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, int64_t> ||
+                    std::is_same_v<T, BFloat16> || std::is_same_v<T, Half>)
         // out [rows, m] = bias[m] broadcast over rows
         cuda::launch_fill_bias<T>(static_cast<T*>(out.data_ptr()), static_cast<const T*>(bias.data_ptr()),
                                   bias.stride(0), rows, m, 1, stream);
@@ -144,6 +149,8 @@ void matmul_core(MatOperand a, MatOperand b, const Shape& out_sizes, const Tenso
   switch (out.dtype()) {
     case DType::Float32: matmul_cublas<float>(std::move(a), std::move(b), out_sizes, static_cast<float*>(out.data_ptr()), seeded); break;
     case DType::Float64: matmul_cublas<double>(std::move(a), std::move(b), out_sizes, static_cast<double*>(out.data_ptr()), seeded); break;
+    case DType::BFloat16: matmul_cublas<BFloat16>(std::move(a), std::move(b), out_sizes, static_cast<BFloat16*>(out.data_ptr()), seeded); break;
+    case DType::Float16: matmul_cublas<Half>(std::move(a), std::move(b), out_sizes, static_cast<Half*>(out.data_ptr()), seeded); break;
     case DType::Int64: matmul_int64(a, b, out_sizes, static_cast<int64_t*>(out.data_ptr()), seeded, stream); break;
     default: GRAFT_ERROR("matmul: unsupported dtype ", out.dtype());
   }

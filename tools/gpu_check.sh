@@ -11,7 +11,9 @@
 #                               tools/bench/pytorch_reference.py, and prints a side-by-side table.
 #                               Everything lands in $OUT (or ./gpu_check_out). The whole run keeps
 #                               to a time budget (GPU_CHECK_BUDGET_S, default 450 s) with a
-#                               timeout per step. `--run --steps bench,torch` reruns some steps.
+#                               timeout per step. `--run --steps bench,torch` reruns some steps;
+#                               `--run --steps reduced` runs only the bfloat16/float16 cases of
+#                               the CPU-vs-CUDA harness (Catch tag [reduced]), a step capped at 200 s.
 #
 # Environment for the first half: GRAFT_GPU_BUILDDIR (default build-gpu), GRAFT_GPU_JOBS (ninja -j,
 # default 1: the development machine is shared).
@@ -232,7 +234,11 @@ run_checks() {
       step "dist/test_nccl_world1" 60 "$log" env NCCL_DEBUG="${NCCL_DEBUG:-WARN}" "$b/bin/dist_test_nccl_world1"
     fi
     step "cuda/test_cuda_graph_features" 120 "$log" env GRAFT_EXE="$b/bin/graft" "$b/bin/cuda_test_cuda_graph_features"
-    step "cuda/test_cuda_vs_cpu" 200 "$log" "$b/bin/cuda_test_cuda_vs_cpu"
+    # The 16-bit cases first and on their own, so their verdict shows even if the table runs long.
+    step "cuda/test_cuda_vs_cpu [reduced] (bf16, fp16)" 200 "$log" "$b/bin/cuda_test_cuda_vs_cpu" "[reduced]"
+    step "cuda/test_cuda_vs_cpu" 200 "$log" "$b/bin/cuda_test_cuda_vs_cpu" "~[reduced]"
+  elif [[ ",$steps," == *",reduced,"* ]]; then
+    step "cuda/test_cuda_vs_cpu [reduced] (bf16, fp16)" 200 "$out/tests.log" "$b/bin/cuda_test_cuda_vs_cpu" "[reduced]"
   fi
   if [[ ",$steps," == *",bench,"* ]]; then
     step "graft bench --device cuda" 170 "$out/bench_graft.txt" "$b/bin/graft" bench --device cuda --json "$out/graft_cuda.json"
@@ -256,6 +262,6 @@ run_checks() {
 case ${1:-} in
   --run) shift; run_checks "$@" ;;
   "") make_bundle ;;
-  -h|--help) sed -n '2,17p' "$0" ;;
-  *) echo "usage: tools/gpu_check.sh [--run [--steps tests,bench,torch]]" >&2; exit 2 ;;
+  -h|--help) sed -n '2,19p' "$0" ;;
+  *) echo "usage: tools/gpu_check.sh [--run [--steps tests,reduced,bench,torch]]" >&2; exit 2 ;;
 esac

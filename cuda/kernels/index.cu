@@ -103,11 +103,12 @@ __global__ void one_hot_kernel(const int64_t* idx, int64_t n, int64_t num_classe
   for (int64_t i = global_thread(); i < n; i += global_stride()) out[i * num_classes + idx[i]] = 1;
 }
 
-// Calls f(E{}) with E an unsigned type of `elem_size` bytes.
+// Calls f(E{}) with E an unsigned type of `elem_size` bytes (2: bfloat16 and float16, moved as bits).
 template <class F>
 void with_element_size(int elem_size, const char* launcher, F&& f) {
   switch (elem_size) {
     case 1: f(uint8_t{}); return;
+    case 2: f(uint16_t{}); return;
     case 4: f(uint32_t{}); return;
     case 8: f(uint64_t{}); return;
     default: break;

@@ -22,7 +22,7 @@ void launch_find_bad_index(const int64_t* idx, int64_t n, int64_t lo, int64_t la
 void launch_max_index(const int64_t* idx, int64_t n, long long* result, cudaStream_t stream);
 
 // out [outer, n, inner] = x [outer, n_x, inner] with the middle dim picked by idx[n]. Any element
-// size (the copy moves raw elements of `elem_size` bytes: 1, 4 or 8).
+// size (the copy moves raw elements of `elem_size` bytes: 1, 2, 4 or 8).
 void launch_index_select(const void* x, void* out, int elem_size, const int64_t* idx, int64_t n, int64_t outer,
                          int64_t n_x, int64_t inner, cudaStream_t stream);
 

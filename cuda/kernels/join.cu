@@ -9,10 +9,15 @@ namespace graft::cuda {
 using namespace rdetail;
 namespace {
 
+// Through S's compute type (float for the 16-bit floats, exact), so a 16-bit operand converts
+// as a float would; a 16-bit D rounds from float once, as the copy kernels (kernels/copy.cu).
 template <class D, class S>
 __device__ __forceinline__ D cast_value(S v) {
-  if constexpr (std::is_same_v<D, bool>) return v != S(0);
-  else return static_cast<D>(v);
+  using SM = math::opmath_t<S>;
+  const SM m = static_cast<SM>(v);
+  if constexpr (std::is_same_v<D, bool>) return m != SM(0);
+  else if constexpr (std::is_same_v<D, BFloat16> || std::is_same_v<D, Half>) return D(static_cast<float>(m));
+  else return static_cast<D>(m);
 }
 
 // One thread per element; the row-major index is decomposed into offsets for both operands.
@@ -40,9 +45,9 @@ __global__ void fill_kernel(T* dst, int64_t n, T value) {
 void launch_strided_copy(const void* src, DType src_dtype, void* dst, DType dst_dtype, const CopyGeometry& g,
                          cudaStream_t stream) {
   if (g.numel == 0) return;
-  with_dtype(dst_dtype, "launch_strided_copy", [&](auto dtag) {
+  with_dtype_or_reduced(dst_dtype, "launch_strided_copy", [&](auto dtag) {
     using D = decltype(dtag);
-    with_dtype(src_dtype, "launch_strided_copy", [&](auto stag) {
+    with_dtype_or_reduced(src_dtype, "launch_strided_copy", [&](auto stag) {
       using S = decltype(stag);
       strided_copy_kernel<D, S><<<grid_for(g.numel), kBlock, 0, stream>>>(static_cast<const S*>(src),
                                                                           static_cast<D*>(dst), g);
@@ -53,10 +58,11 @@ void launch_strided_copy(const void* src, DType src_dtype, void* dst, DType dst_
 
 void launch_fill_dense(void* dst, DType dtype, int64_t n, double value, cudaStream_t stream) {
   if (n == 0) return;
-  with_dtype(dtype, "launch_fill_dense", [&](auto tag) {
+  with_dtype_or_reduced(dtype, "launch_fill_dense", [&](auto tag) {
     using T = decltype(tag);
     T v;
     if constexpr (std::is_same_v<T, bool>) v = value != 0;
+    else if constexpr (std::is_same_v<T, BFloat16> || std::is_same_v<T, Half>) v = T(static_cast<float>(value));
     else v = static_cast<T>(value);
     fill_kernel<T><<<grid_for(n), kBlock, 0, stream>>>(static_cast<T*>(dst), n, v);
     check_launch("fill_kernel");

@@ -54,10 +54,13 @@ __global__ void layer_norm_forward_kernel(const T* x, const T* w, const T* b, T*
       mean[r] = static_cast<T>(mu);
       rstd[r] = static_cast<T>(rs);
     }
-    T m = static_cast<T>(mu), q = static_cast<T>(rs);
+    // The CPU kernel's steps in M (T itself, or float for the 16-bit types: one rounding at the
+    // store, from the unrounded statistics, as the CPU's float fallback).
+    using M = math::opmath_t<T>;
+    M m = static_cast<M>(mu), q = static_cast<M>(rs);
     for (int64_t i = lane; i < N; i += G) {
-      T h = (xr[i] - m) * q;
-      yr[i] = (w ? h * w[i] : h) + (b ? b[i] : T(0));
+      M h = (static_cast<M>(xr[i]) - m) * q;
+      yr[i] = static_cast<T>((w ? h * static_cast<M>(w[i]) : h) + (b ? static_cast<M>(b[i]) : M(0)));
     }
   }
 }
@@ -127,7 +130,7 @@ __global__ void layer_norm_params_finish_kernel(const double* pdw, const double*
 void launch_layer_norm_forward(const void* x, const void* w, const void* b, void* y, void* mean, void* rstd,
                                DType dtype, int64_t M, int64_t N, double eps, cudaStream_t stream) {
   if (M == 0) return;
-  with_floating(dtype, "launch_layer_norm_forward", [&](auto tag) {
+  with_floating_or_reduced(dtype, "launch_layer_norm_forward", [&](auto tag) {
     using T = decltype(tag);
     auto args = [&](auto kernel, unsigned int grid) {
       kernel<<<grid, kBlock, 0, stream>>>(static_cast<const T*>(x), static_cast<const T*>(w),
@@ -147,7 +150,7 @@ int64_t layer_norm_backward_scratch_bytes(int64_t M, int64_t N) {
 void launch_layer_norm_backward(const void* dy, const void* x, const void* mean, const void* rstd, const void* w,
                                 void* dx, void* dw, void* db, DType dtype, int64_t M, int64_t N, void* scratch,
                                 cudaStream_t stream) {
-  with_floating(dtype, "launch_layer_norm_backward", [&](auto tag) {
+  with_floating_or_reduced(dtype, "launch_layer_norm_backward", [&](auto tag) {
     using T = decltype(tag);
     const T* dyp = static_cast<const T*>(dy);
     const T* xp = static_cast<const T*>(x);

@@ -7,7 +7,10 @@
 //             dw = sum over rows of dy * xhat, db = sum over rows of dy
 // dw/db are summed per fixed piece of rows into scratch and the pieces added in order, so the
 // result is deterministic (no atomics). Plain launch functions over raw, contiguous device
-// pointers; they launch on `stream` and check the launch. dtype is float32 or float64.
+// pointers; they launch on `stream` and check the launch. dtype is float32, float64, bfloat16 or
+// float16. A 16-bit layer norm computes as float32 does (loads exact, y in float, statistics and
+// gradients in double) and rounds each stored value once from float32's result, as the CPU's float
+// fallback does: mean and rstd are stored in x's dtype, and the backward reads those rounded values.
 #include <cuda_runtime.h>
 
 #include <cstdint>

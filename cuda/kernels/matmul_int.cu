@@ -76,5 +76,7 @@ void launch_fill_bias(T* out, const T* bias, int64_t bias_stride, int64_t outer,
 template void launch_fill_bias<float>(float*, const float*, int64_t, int64_t, int64_t, int64_t, cudaStream_t);
 template void launch_fill_bias<double>(double*, const double*, int64_t, int64_t, int64_t, int64_t, cudaStream_t);
 template void launch_fill_bias<int64_t>(int64_t*, const int64_t*, int64_t, int64_t, int64_t, int64_t, cudaStream_t);
+template void launch_fill_bias<BFloat16>(BFloat16*, const BFloat16*, int64_t, int64_t, int64_t, int64_t, cudaStream_t);
+template void launch_fill_bias<Half>(Half*, const Half*, int64_t, int64_t, int64_t, int64_t, cudaStream_t);
 
 }  // namespace graft::cuda

@@ -7,6 +7,8 @@
 
 #include <cstdint>
 
+#include "runtime/half_types.h"
+
 namespace graft::cuda {
 
 // Strides (in elements) of one batched row-major-indexed matrix operand: element (b, i, j) of
@@ -21,7 +23,7 @@ void launch_matmul_int64(const int64_t* a, IntMatStrides sa, const int64_t* b, I
                          int64_t batch, int64_t n, int64_t k, int64_t m, bool accumulate, cudaStream_t stream);
 
 // out (contiguous [outer, channels, inner]) [o, c, i] = bias[c * bias_stride].
-// T is float, double or int64_t.
+// T is float, double, int64_t, BFloat16 or Half (a copy: the bias already has out's dtype).
 template <class T>
 void launch_fill_bias(T* out, const T* bias, int64_t bias_stride, int64_t outer, int64_t channels, int64_t inner,
                       cudaStream_t stream);

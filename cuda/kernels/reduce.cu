@@ -118,7 +118,14 @@ struct SumOp : scalar_math::SumWrite<O> {
   using acc_t = A;
   __device__ A identity() const { return A(0); }
   // Cast to the output dtype first: sum's dtype argument means "cast, then sum", as PyTorch.
-  __device__ A load(T v, int64_t) const { return static_cast<A>(static_cast<O>(v)); }
+  // A 16-bit element goes through float (exact) on its way in or out of O.
+  __device__ A load(T v, int64_t) const {
+    using TM = math::opmath_t<T>;
+    if constexpr (std::is_same_v<O, BFloat16> || std::is_same_v<O, Half>)
+      return static_cast<A>(static_cast<float>(O(static_cast<float>(static_cast<TM>(v)))));
+    else
+      return static_cast<A>(static_cast<O>(static_cast<TM>(v)));
+  }
   __device__ void combine(A& a, const A& b) const { a += b; }
 };
 
@@ -281,11 +288,12 @@ int64_t reduce_scratch_bytes(const ReduceShape& s) {
 
 void launch_sum(const void* x, DType xt, void* out, DType ot, bool mean, const ReduceShape& s, void* scratch,
                 cudaStream_t stream) {
-  with_dtype(xt, "launch_sum", [&](auto xtag) {
+  with_dtype_or_reduced(xt, "launch_sum", [&](auto xtag) {
     using T = decltype(xtag);
-    with_dtype(ot, "launch_sum", [&](auto otag) {
+    with_dtype_or_reduced(ot, "launch_sum", [&](auto otag) {
       using O = decltype(otag);
-      using A = std::conditional_t<std::is_floating_point_v<O>, double, int64_t>;
+      // Floating outputs (the 16-bit ones included) accumulate in double, as float32's.
+      using A = std::conditional_t<std::is_floating_point_v<math::opmath_t<O>>, double, int64_t>;
       run_reduce<T>(x, s, SumOp<T, O, A>{{static_cast<O*>(out), mean, s.len}}, scratch, stream);
     });
   });

@@ -10,7 +10,9 @@
 // index over the reduced dims (what argmax returns).
 //
 // Accumulation: floating sums/means, var/std, norm and logsumexp accumulate in double whatever the
-// input (as the CPU kernels); integer and bool sums in int64. Parallel order differs from the CPU's
+// input (as the CPU kernels); integer and bool sums in int64. sum/mean also take bfloat16 and
+// float16 (input or output): elements load exactly, the sum is in double, and a 16-bit output is
+// rounded once from float32's result, as the CPU's float fallback. Parallel order differs from the CPU's
 // left-to-right pieces, so float results agree to rounding, not bit for bit.
 // Ties (max.dim/min.dim/argmax/argmin): the first index wins; a NaN wins outright, the first NaN
 // among several -- exactly the CPU's answer, whatever the order the threads combine in.

@@ -1,6 +1,9 @@
 #pragma once
 // Device helpers shared by the reduce area's kernels (reduce, softmax/losses, layer norm, index,
 // join): launch geometry, dtype dispatch for launchers, NaN tests and a block-wide tree reduction.
+// Kernels that take the 16-bit floats (with_floating_or_reduced) are templated on the storage
+// type T and compute in M = math::opmath_t<T> (float for BFloat16 and Half): each element is
+// converted once on load and rounded once on store (runtime/half_types.h, RNE as on the CPU).
 // Included by .cu files only; nested in rdetail so nothing collides with the elementwise
 // helpers of the same names in graft::cuda.
 #include <cuda_runtime.h>
@@ -10,7 +13,9 @@
 #include <type_traits>
 
 #include "cuda/kernels/join.h"
+#include "ops/math/device_math.h"
 #include "runtime/dtype.h"
+#include "runtime/half_types.h"
 
 namespace graft::cuda::rdetail {
 
@@ -45,6 +50,34 @@ void with_floating(DType t, const char* launcher, F&& f) {
   switch (t) {
     case DType::Float32: f(float{}); return;
     case DType::Float64: f(double{}); return;
+    default: break;
+  }
+  reduce_area_internal_error(launcher, t);
+}
+
+// with_dtype's types and the 16-bit floats: for data movement (copies, fills) and sums.
+template <class F>
+void with_dtype_or_reduced(DType t, const char* launcher, F&& f) {
+  switch (t) {
+    case DType::Float32: f(float{}); return;
+    case DType::Float64: f(double{}); return;
+    case DType::Int64: f(int64_t{}); return;
+    case DType::Bool: f(bool{}); return;
+    case DType::BFloat16: f(BFloat16{}); return;
+    case DType::Float16: f(Half{}); return;
+    default: break;
+  }
+  reduce_area_internal_error(launcher, t);
+}
+
+// float32, float64 and the 16-bit floats (storage types; kernels compute in math::opmath_t<T>).
+template <class F>
+void with_floating_or_reduced(DType t, const char* launcher, F&& f) {
+  switch (t) {
+    case DType::Float32: f(float{}); return;
+    case DType::Float64: f(double{}); return;
+    case DType::BFloat16: f(BFloat16{}); return;
+    case DType::Float16: f(Half{}); return;
     default: break;
   }
   reduce_area_internal_error(launcher, t);

@@ -33,10 +33,14 @@ struct MaxOp {  // never picks a NaN, as the CPU's `x > m ? x : m`
 };
 
 // ---- softmax forward ----
+// T is the storage type, M = opmath_t<T> the compute type (T itself for float and double). The
+// 16-bit types recompute exp(x - max) in the last pass instead of scaling what the middle pass
+// stored, so each output is rounded once.
 
 template <int G, bool Log, class T>
 __global__ void softmax_rows_kernel(const T* x, T* y, int64_t rows, int64_t D) {
-  T* tbuf = shared_buffer<T>();
+  using M = math::opmath_t<T>;
+  M* tbuf = shared_buffer<M>();
   double* dbuf = shared_buffer<double>();
   constexpr int kGroups = kBlock / G;
   int g = threadIdx.x / G, lane = threadIdx.x % G;
@@ -46,26 +50,32 @@ __global__ void softmax_rows_kernel(const T* x, T* y, int64_t rows, int64_t D) {
     bool active = row < rows;
     const T* xr = x + row * D;
     T* yr = y + row * D;
-    T m = -std::numeric_limits<T>::infinity();
+    M m = -std::numeric_limits<M>::infinity();
     if (active)
-      for (int64_t k = lane; k < D; k += G) m = xr[k] > m ? xr[k] : m;
-    m = group_reduce<G>(m, tbuf, MaxOp<T>{});
+      for (int64_t k = lane; k < D; k += G) {
+        M v = static_cast<M>(xr[k]);
+        m = v > m ? v : m;
+      }
+    m = group_reduce<G>(m, tbuf, MaxOp<M>{});
     double s = 0;
     if (active) {
       for (int64_t k = lane; k < D; k += G) {
-        T e = t_exp(xr[k] - m);
-        if constexpr (!Log) yr[k] = e;
+        M e = t_exp(static_cast<M>(xr[k]) - m);
+        if constexpr (!Log && std::is_same_v<T, M>) yr[k] = e;
         s += static_cast<double>(e);
       }
     }
     s = group_reduce<G>(s, dbuf, AddOp{});
     if (active) {
       if constexpr (Log) {
-        T lse = static_cast<T>(m + log(s));
-        for (int64_t k = lane; k < D; k += G) yr[k] = xr[k] - lse;
+        M lse = static_cast<M>(m + log(s));
+        for (int64_t k = lane; k < D; k += G) yr[k] = static_cast<T>(static_cast<M>(xr[k]) - lse);
       } else {
-        T inv = static_cast<T>(1.0 / s);
-        for (int64_t k = lane; k < D; k += G) yr[k] *= inv;  // this thread wrote yr[k] above
+        M inv = static_cast<M>(1.0 / s);
+        if constexpr (std::is_same_v<T, M>)
+          for (int64_t k = lane; k < D; k += G) yr[k] *= inv;  // this thread wrote yr[k] above
+        else
+          for (int64_t k = lane; k < D; k += G) yr[k] = static_cast<T>(t_exp(static_cast<M>(xr[k]) - m) * inv);
       }
     }
   }
@@ -73,43 +83,51 @@ __global__ void softmax_rows_kernel(const T* x, T* y, int64_t rows, int64_t D) {
 
 template <bool Log, class T>
 __global__ void softmax_columns_kernel(const T* x, T* y, int64_t outer, int64_t D, int64_t inner) {
+  using M = math::opmath_t<T>;
   for (int64_t t = global_thread(); t < outer * inner; t += global_stride()) {
     int64_t off = (t / inner) * D * inner + t % inner;
     const T* xc = x + off;
     T* yc = y + off;
-    T m = -std::numeric_limits<T>::infinity();
-    for (int64_t d = 0; d < D; ++d) m = xc[d * inner] > m ? xc[d * inner] : m;
+    M m = -std::numeric_limits<M>::infinity();
+    for (int64_t d = 0; d < D; ++d) {
+      M v = static_cast<M>(xc[d * inner]);
+      m = v > m ? v : m;
+    }
     double s = 0;
     for (int64_t d = 0; d < D; ++d) {
-      T e = t_exp(xc[d * inner] - m);
-      if constexpr (!Log) yc[d * inner] = e;
+      M e = t_exp(static_cast<M>(xc[d * inner]) - m);
+      if constexpr (!Log && std::is_same_v<T, M>) yc[d * inner] = e;
       s += static_cast<double>(e);
     }
     if constexpr (Log) {
-      T lse = static_cast<T>(m + log(s));
-      for (int64_t d = 0; d < D; ++d) yc[d * inner] = xc[d * inner] - lse;
+      M lse = static_cast<M>(m + log(s));
+      for (int64_t d = 0; d < D; ++d) yc[d * inner] = static_cast<T>(static_cast<M>(xc[d * inner]) - lse);
     } else {
-      T inv = static_cast<T>(1.0 / s);
-      for (int64_t d = 0; d < D; ++d) yc[d * inner] *= inv;
+      M inv = static_cast<M>(1.0 / s);
+      if constexpr (std::is_same_v<T, M>)
+        for (int64_t d = 0; d < D; ++d) yc[d * inner] *= inv;
+      else
+        for (int64_t d = 0; d < D; ++d) yc[d * inner] = static_cast<T>(t_exp(static_cast<M>(xc[d * inner]) - m) * inv);
     }
   }
 }
 
 // ---- softmax backward ----
 
-template <bool Log, class T>
-__device__ __forceinline__ double backward_term(T g, T y) {
+template <bool Log, class M>
+__device__ __forceinline__ double backward_term(M g, M y) {
   if constexpr (Log) return static_cast<double>(g);
   else return static_cast<double>(g) * static_cast<double>(y);
 }
-template <bool Log, class T>
-__device__ __forceinline__ T backward_value(T g, T y, T s) {
+template <bool Log, class M>
+__device__ __forceinline__ M backward_value(M g, M y, M s) {
   if constexpr (Log) return g - t_exp(y) * s;
   else return y * (g - s);
 }
 
 template <int G, bool Log, class T>
 __global__ void softmax_backward_rows_kernel(const T* g, const T* y, T* gx, int64_t rows, int64_t D) {
+  using M = math::opmath_t<T>;
   double* dbuf = shared_buffer<double>();
   constexpr int kGroups = kBlock / G;
   int grp = threadIdx.x / G, lane = threadIdx.x % G;
@@ -122,11 +140,11 @@ __global__ void softmax_backward_rows_kernel(const T* g, const T* y, T* gx, int6
     T* gxr = gx + row * D;
     double acc = 0;
     if (active)
-      for (int64_t k = lane; k < D; k += G) acc += backward_term<Log>(gr[k], yr[k]);
+      for (int64_t k = lane; k < D; k += G) acc += backward_term<Log, M>(gr[k], yr[k]);
     acc = group_reduce<G>(acc, dbuf, AddOp{});
     if (active) {
-      T s = static_cast<T>(acc);
-      for (int64_t k = lane; k < D; k += G) gxr[k] = backward_value<Log>(gr[k], yr[k], s);
+      M s = static_cast<M>(acc);
+      for (int64_t k = lane; k < D; k += G) gxr[k] = static_cast<T>(backward_value<Log, M>(gr[k], yr[k], s));
     }
   }
 }
@@ -134,14 +152,15 @@ __global__ void softmax_backward_rows_kernel(const T* g, const T* y, T* gx, int6
 template <bool Log, class T>
 __global__ void softmax_backward_columns_kernel(const T* g, const T* y, T* gx, int64_t outer, int64_t D,
                                                 int64_t inner) {
+  using M = math::opmath_t<T>;
   for (int64_t t = global_thread(); t < outer * inner; t += global_stride()) {
     int64_t off = (t / inner) * D * inner + t % inner;
     double acc = 0;
-    for (int64_t d = 0; d < D; ++d) acc += backward_term<Log>(g[off + d * inner], y[off + d * inner]);
-    T s = static_cast<T>(acc);
+    for (int64_t d = 0; d < D; ++d) acc += backward_term<Log, M>(g[off + d * inner], y[off + d * inner]);
+    M s = static_cast<M>(acc);
     for (int64_t d = 0; d < D; ++d) {
       int64_t i = off + d * inner;
-      gx[i] = backward_value<Log>(g[i], y[i], s);
+      gx[i] = static_cast<T>(backward_value<Log, M>(g[i], y[i], s));
     }
   }
 }
@@ -268,7 +287,7 @@ void finish_loss(int nblocks, LossReduction red, void* out, double* scratch, cud
 void launch_softmax_forward(const void* x, void* y, DType dtype, bool log, int64_t outer, int64_t D, int64_t inner,
                             cudaStream_t stream) {
   if (outer * D * inner == 0) return;
-  with_floating(dtype, "launch_softmax_forward", [&](auto tag) {
+  with_floating_or_reduced(dtype, "launch_softmax_forward", [&](auto tag) {
     using T = decltype(tag);
     const T* xp = static_cast<const T*>(x);
     T* yp = static_cast<T*>(y);
@@ -292,7 +311,7 @@ void launch_softmax_forward(const void* x, void* y, DType dtype, bool log, int64
 void launch_softmax_backward(const void* g, const void* y, void* gx, DType dtype, bool log, int64_t outer, int64_t D,
                              int64_t inner, cudaStream_t stream) {
   if (outer * D * inner == 0) return;
-  with_floating(dtype, "launch_softmax_backward", [&](auto tag) {
+  with_floating_or_reduced(dtype, "launch_softmax_backward", [&](auto tag) {
     using T = decltype(tag);
     const T* gp = static_cast<const T*>(g);
     const T* yp = static_cast<const T*>(y);
@@ -317,7 +336,7 @@ void launch_softmax_backward(const void* g, const void* y, void* gx, DType dtype
 void launch_class_index_loss(const void* lp, const int64_t* target, const void* weight, DType dtype, int64_t M,
                              int64_t C, int64_t S, int64_t ignore_index, double label_smoothing, LossReduction red,
                              void* none_out, void* out, double* scratch, cudaStream_t stream) {
-  with_floating(dtype, "launch_class_index_loss", [&](auto tag) {
+  with_floating_or_reduced(dtype, "launch_class_index_loss", [&](auto tag) {
     using T = decltype(tag);
     bool reduce = red != LossReduction::None;
     if (!reduce && M == 0) return;
@@ -350,7 +369,7 @@ void launch_nll_loss_backward(const void* grad, const int64_t* target, const voi
                               int64_t C, int64_t S, int64_t ignore_index, LossReduction red, void* gx, double* scratch,
                               cudaStream_t stream) {
   if (M == 0) return;
-  with_floating(dtype, "launch_nll_loss_backward", [&](auto tag) {
+  with_floating_or_reduced(dtype, "launch_nll_loss_backward", [&](auto tag) {
     using T = decltype(tag);
     const T* w = static_cast<const T*>(weight);
     if (red == LossReduction::Mean) {

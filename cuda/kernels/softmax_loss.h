@@ -1,10 +1,13 @@
 #pragma once
 // Device side of softmax/log_softmax (+ backward) and the losses (nll_loss (+ backward), the
 // cross_entropy pieces, mse_loss). Plain launch functions over raw device pointers: they launch on
-// `stream` and check the launch. Tensors are contiguous; dtype is float32 or float64.
+// `stream` and check the launch. Tensors are contiguous; dtype is float32 or float64, and for
+// softmax, the class-index losses and nll_loss_backward also bfloat16 or float16 (loads exact,
+// sums in double as for float32, each stored value rounded from float32's).
 //
 // Softmax works on x seen as [outer, D, inner] around the softmax dim, in the CPU kernel's
-// precision: max and exp in T, sums in double.
+// precision: max and exp in T, sums in double. A 16-bit x is loaded once into float, computed
+// as float32 would be, and each output rounded once (the CPU's float fallback gives the same).
 // Loss sums (and nll_loss_backward's total weight) are reduced per block into `scratch` and then
 // combined by one block in a fixed order, so they do not depend on timing; target validation is
 // the glue's job (before the launch).

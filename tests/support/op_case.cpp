@@ -144,54 +144,64 @@ void check_table_matches_registry(const std::vector<DeclaredOp>& table) {
   CHECK(unchecked.empty());
 }
 
-Tensor on_device(const Tensor& t, Device dev) { return t.to(dev); }
+Tensor on_device(const Tensor& t, Device dev, DType dt) {
+  return is_floating(t.dtype()) ? t.to(dt).to(dev) : t.to(dev);
+}
 
 namespace {
-double tolerance(DType d) { return d == kFloat64 ? 1e-9 : 2e-4; }
-
-void compare_close(const Tensor& cuda, const Tensor& cpu, const std::string& what) {
-  INFO(what);
-  REQUIRE(cuda.defined() == cpu.defined());
-  if (!cpu.defined()) return;
-  REQUIRE(cuda.sizes() == cpu.sizes());
-  REQUIRE(cuda.dtype() == cpu.dtype());
-  Tensor a = cuda.cpu(), b = cpu;
-  if (!is_floating(b.dtype())) {
-    CHECK(ops::ne(a, b).sum().item<int64_t>() == 0);
-    return;
-  }
-  double tol = tolerance(b.dtype());
-  Tensor diff = (a.to(kFloat64) - b.to(kFloat64)).abs();
-  Tensor bound = b.to(kFloat64).abs() * tol + tol;
-  CHECK(ops::gt(diff, bound).sum().item<int64_t>() == 0);
-}
+Device g_case_device = kCUDA;
 }  // namespace
 
-void check_cuda_case(const std::string& op, const DeviceCaseFn& fn, const std::vector<Tensor>& values) {
-  for (DType dt : {kFloat32, kFloat64}) {
+void set_cuda_case_device(Device dev) { g_case_device = dev; }
+
+Tolerance cuda_case_tolerance(DType dtype) {
+  Tolerance t;
+  switch (dtype) {
+    case DType::Float64: t = Tolerance::within(2e-9); break;
+    case DType::Float32: t = Tolerance::within(4e-4); break;
+    case DType::BFloat16:
+    case DType::Float16: t = Tolerance::within(2 * *default_tolerance(dtype).rtol); break;
+    default: t = Tolerance::exact(); break;  // integers and bool (indices, masks, counts)
+  }
+  t.equal_nan = true;  // NaN on both devices is agreement
+  return t;
+}
+
+void check_cuda_case(const std::string& op, const DeviceCaseFn& fn, const std::vector<Tensor>& values,
+                     const std::vector<DType>& dtypes) {
+  const Device dev = g_case_device;
+  for (DType dt : dtypes) {
     INFO(op << " in " << dt);
-    std::vector<Tensor> cpu_in, cuda_in;
+    std::vector<Tensor> cpu_in, dev_in;
     for (const Tensor& v : values) {
       cpu_in.push_back(v.to(dt).detach().requires_grad_());
-      cuda_in.push_back(v.to(dt).to(kCUDA).detach().requires_grad_());
+      dev_in.push_back(v.to(dt).to(dev).detach().requires_grad_());
     }
-    std::vector<Tensor> cpu_out = fn(cpu_in, kCPU), cuda_out = fn(cuda_in, kCUDA);
-    REQUIRE(cpu_out.size() == cuda_out.size());
-    std::vector<Tensor> roots_cpu, roots_cuda, grads_cpu, grads_cuda;
+    std::vector<Tensor> cpu_out = fn(cpu_in, kCPU, dt), dev_out = fn(dev_in, dev, dt);
+    REQUIRE(cpu_out.size() == dev_out.size());
+    std::vector<Tensor> roots_cpu, roots_dev, grads_cpu, grads_dev;
     for (size_t i = 0; i < cpu_out.size(); ++i) {
-      compare_close(cuda_out[i], cpu_out[i], "output " + std::to_string(i));
-      if (cpu_out[i].defined() && cpu_out[i].requires_grad()) {
+      INFO("output " << i);
+      REQUIRE(dev_out[i].defined() == cpu_out[i].defined());
+      if (!cpu_out[i].defined()) continue;
+      CHECK(dev_out[i].device() == dev);
+      check_close(dev_out[i], cpu_out[i], cuda_case_tolerance(cpu_out[i].dtype()));
+      if (cpu_out[i].requires_grad()) {
         Tensor g = randn(cpu_out[i].sizes(), dtype(cpu_out[i].dtype()));
         roots_cpu.push_back(cpu_out[i]);
-        roots_cuda.push_back(cuda_out[i]);
+        roots_dev.push_back(dev_out[i]);
         grads_cpu.push_back(g);
-        grads_cuda.push_back(g.to(kCUDA));
+        grads_dev.push_back(g.to(dev));
       }
     }
     if (roots_cpu.empty()) continue;
     auto gc = autograd::grad(roots_cpu, cpu_in, grads_cpu, std::nullopt, false, true);
-    auto gg = autograd::grad(roots_cuda, cuda_in, grads_cuda, std::nullopt, false, true);
-    for (size_t i = 0; i < gc.size(); ++i) compare_close(gg[i], gc[i], "gradient of input " + std::to_string(i));
+    auto gg = autograd::grad(roots_dev, dev_in, grads_dev, std::nullopt, false, true);
+    for (size_t i = 0; i < gc.size(); ++i) {
+      INFO("gradient of input " << i);
+      REQUIRE(gg[i].defined() == gc[i].defined());
+      if (gc[i].defined()) check_close(gg[i], gc[i], cuda_case_tolerance(gc[i].dtype()));
+    }
   }
 }
 

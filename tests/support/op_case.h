@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "graft.h"
+#include "support/check_close.h"
 
 namespace graft::test {
 
@@ -64,12 +65,28 @@ const std::set<std::string>& ops_with_cuda_cases();
 // The table and the dispatcher's registry list the same ops; every differentiable op has a case.
 void check_table_matches_registry(const std::vector<DeclaredOp>& table);
 
-// CPU vs CUDA: fn on `values` moved to each device, in float32 and float64, forward and backward
-// with one random output gradient; CUDA's outputs and gradients must match the CPU's.
-using DeviceCaseFn = std::function<std::vector<Tensor>(const std::vector<Tensor>&, Device)>;
-void check_cuda_case(const std::string& op, const DeviceCaseFn& fn, const std::vector<Tensor>& values);
-// A constant input (indices, a mask) on `dev`; other constants (shapes, numbers) as they are.
-Tensor on_device(const Tensor& t, Device dev);
-template <class T> const T& on_device(const T& v, Device) { return v; }
+// CPU vs CUDA: fn on `values` moved to each device, in each of `dtypes`, forward and backward with
+// one random output gradient; CUDA's outputs and gradients must match the CPU's within
+// cuda_case_tolerance of each result's dtype. The generated cases run float32 and float64 in one
+// test case and bfloat16 and float16 in another (tagged [reduced]).
+// fn gets the inputs on the device and the run's dtype (for its constant inputs: on_device).
+using DeviceCaseFn = std::function<std::vector<Tensor>(const std::vector<Tensor>&, Device, DType)>;
+void check_cuda_case(const std::string& op, const DeviceCaseFn& fn, const std::vector<Tensor>& values,
+                     const std::vector<DType>& dtypes = {kFloat32, kFloat64});
+// How close CUDA must be to the CPU for a result of `dtype` (NaN on both sides agrees).
+// float32/float64: within 4e-4 / 2e-9, relative or absolute below 1 (the bound tol * (1 + |cpu|)
+// this harness used before check_close is within it). bfloat16/float16: both devices compute in float and round once,
+// so a float difference in the last bit can flip one rounding, and gradients chain several
+// rounded ops; values are O(1) (N(0, 1) inputs), so the bound is twice torch's rtol for the dtype
+// (bf16 3.2e-2, fp16 2e-3: about 4 and 2 units in the last place), relative or absolute.
+Tolerance cuda_case_tolerance(DType dtype);
+// The device check_cuda_case compares with the CPU: CUDA, or the CPU itself for the harness's
+// self-check on a machine without a GPU (tests/cuda/test_cuda_vs_cpu.cpp's main).
+void set_cuda_case_device(Device dev);
+// A constant input on `dev`: indices and masks as they are, a floating one (a loss's class
+// weights) in the run's dtype `dt`, which the op requires of it; other constants (shapes,
+// numbers) as they are.
+Tensor on_device(const Tensor& t, Device dev, DType dt);
+template <class T> const T& on_device(const T& v, Device, DType) { return v; }
 
 }  // namespace graft::test

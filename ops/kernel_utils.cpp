@@ -78,6 +78,7 @@ void check_index_dtype(const Tensor& index, const char* op) {
 }
 
 void check_no_internal_overlap(const Tensor& t, const char* op) {
+  if (t.numel() == 0) return;  // no element, so none shares an address
   for (int64_t d = 0; d < t.dim(); ++d)
     GRAFT_CHECK(!(t.strides()[d] == 0 && t.sizes()[d] > 1), op,
                 ": unsupported operation: more than one element of the written-to tensor refers to a single memory "

@@ -39,11 +39,26 @@ Tensor round_to(const Tensor& t, DType low) {
   return out;
 }
 
+// Whether the call mixes the 16-bit tensors with float32/float64 ones, or names its result dtype:
+// then the float results are what the op promotes to or was asked for, and are not rounded.
+bool results_stay_float(const Stack& args) {
+  auto wide = [](const Tensor& t) { return t.defined() && (t.dtype() == kFloat32 || t.dtype() == kFloat64); };
+  for (const IValue& v : args) {
+    if (std::holds_alternative<DType>(v)) return true;
+    if (const Tensor* t = std::get_if<Tensor>(&v); t && wide(*t)) return true;
+    if (const auto* ts = std::get_if<std::vector<Tensor>>(&v))
+      for (const Tensor& t : *ts)
+        if (wide(t)) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 OpResult reduced_precision_fallback(const Op& op, Stack& args, BoxedKernel kernel) {
   const std::optional<DType> low = reduced_dtype_of(args);
   if (!low) return kernel(args);
+  const bool keep_float = results_stay_float(args);
   // Written arguments: (original, float copy) pairs to write back.
   std::vector<std::pair<Tensor, Tensor>> written;
   Stack up = args;
@@ -67,7 +82,7 @@ OpResult reduced_precision_fallback(const Op& op, Stack& args, BoxedKernel kerne
         r = orig;
         replaced = true;
       }
-    if (!replaced) r = round_to(r, *low);
+    if (!replaced && !keep_float) r = round_to(r, *low);
   }
   return out;
 }

@@ -6,8 +6,10 @@
 //
 // Invariants:
 // 1. Semantics are "load, compute in float, store with one rounding": a float32 copy of a 16-bit
-//    tensor is exact, and each floating result is rounded once to the arguments' 16-bit dtype.
-//    Non-floating results (indices, counts, masks) pass through.
+//    tensor is exact, and each float32 result is rounded once to the arguments' 16-bit dtype.
+//    Non-floating results (indices, counts, masks) pass through, and so do float results when the
+//    call also has float32/float64 tensors (the op promotes to them, as cat(bf16, f32) is float32)
+//    or names a dtype argument (the caller asked for that dtype).
 // 2. Arguments the schema marks written `(a!)` are written back into the caller's tensor (one
 //    rounding), and a result that was the float copy of such an argument is replaced by the
 //    argument itself, so in-place ops return self and the dispatcher bumps self's version.

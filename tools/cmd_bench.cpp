@@ -163,7 +163,7 @@ int run_bench(const BenchOptions& o) {
 Command add_bench_command(CLI::App& app) {
   auto* bench = app.add_subcommand("bench", "Time the benchmark workloads (name value unit, median of repeats)");
   auto bo = std::make_shared<BenchOptions>();
-  bench->add_option("--filter", bo->filter, "Regex over workload names (engine, mlp, cnn, matmul1024, matmul4096, elementwise_add, stream_triad, deep_mlp, deep_mlp_budget, deep_mlp_disk, alloc_churn, train_epoch, train_epoch_trainer, train_epoch_ddp, sdpa_*, vit, eval)");
+  bench->add_option("--filter", bo->filter, "Regex over workload names (engine, mlp, cnn, matmul1024, matmul1024_bf16, mlp_bf16, cnn_bf16, cnn_peak, vit_bf16, matmul4096, elementwise_add, stream_triad, deep_mlp, deep_mlp_budget, deep_mlp_disk, alloc_churn, train_epoch, train_epoch_trainer, train_epoch_ddp, sdpa_*, vit, eval)");
   bench->add_option("--repeat", bo->repeat, "Timed repeats per workload (default: per workload)")->check(whole_number_at_least(1));
   bench->add_option("--json", bo->json, "Also write the figures as JSON to this path");
   bench->add_option("--threads", bo->threads, "Intra-op threads (default: all cores)")->check(whole_number_at_least(1));

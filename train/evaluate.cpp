@@ -1,5 +1,8 @@
 #include "train/evaluate.h"
 
+#include <optional>
+
+#include "autograd/autocast.h"
 #include "autograd/functional.h"
 #include "autograd/grad_mode.h"
 #include "data/data_loader.h"
@@ -27,6 +30,8 @@ EvalResult evaluate(nn::Module& model, const Tensor& images, const Tensor& label
   GRAFT_CHECK(o.num_classes > 0 && o.batch_size > 0, "evaluate: num_classes and batch_size must be positive, got ",
               o.num_classes, " and ", o.batch_size);
   InferenceMode inference;
+  std::optional<autocast::AutocastGuard> mixed;
+  if (o.autocast) mixed.emplace(o.device, *o.autocast);
   model.eval();
   data::DataLoader loader = shard_loader(images, labels, o);
   const int64_t nc = o.num_classes;

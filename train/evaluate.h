@@ -7,6 +7,7 @@
 // are added over the ranks before dividing, so every rank gets the figures of the whole set.
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <vector>
 
 #include "nn/module.h"
@@ -29,6 +30,7 @@ struct EvalOptions {
   int64_t num_classes = 10;
   int64_t batch_size = 1000;
   World world{};
+  std::optional<DType> autocast{};  // the forward under autocast in this dtype (the run's precision)
 };
 
 // images [N, ...], labels int64 [N] in [0, num_classes); the model's output [B, num_classes].

@@ -11,6 +11,7 @@ EvaluateEachEpoch::EvaluateEachEpoch(Tensor images, Tensor labels, int64_t num_c
 void EvaluateEachEpoch::on_epoch_end(TrainerState& s) {
   EvalOptions o{.device = s.device, .prepare_inputs = s.prepare_inputs, .num_classes = num_classes_,
                 .batch_size = batch_size_, .world = *s.world};
+  if (s.recipe->precision != Precision::Fp32) o.autocast = autocast_dtype(s.recipe->precision);
   s.eval = evaluate(*s.model, images_, labels_, o);
   s.eval_step = s.global_step;
 }

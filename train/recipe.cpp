@@ -38,6 +38,20 @@ std::string_view name(Checkpointing mode) {
   return "?";
 }
 
+std::string_view name(Precision precision) {
+  switch (precision) {
+    case Precision::Fp32: return "fp32";
+    case Precision::Bf16: return "bf16";
+    case Precision::Fp16: return "fp16";
+  }
+  return "?";
+}
+
+DType autocast_dtype(Precision precision) {
+  GRAFT_CHECK(precision != Precision::Fp32, "train: fp32 precision runs without autocast");
+  return precision == Precision::Bf16 ? kBFloat16 : kFloat16;
+}
+
 namespace {
 
 // The defaults of each model before any flag: graft train's recipes, in one place. (The one
@@ -144,6 +158,11 @@ const std::vector<FieldDef>& defs() {
       {"--save-on-cpu", nullptr, nullptr, "Keep saved activations on the CPU (SaveOnCpu)",
        [](R& r, S t) { r.save_on_cpu = parse_switch(t); },
        [](const R& r) { return std::string(r.save_on_cpu ? "on" : "off"); }, nullptr},
+      {"--precision", nullptr, "{fp32,bf16,fp16}",
+       "Arithmetic of the forward and the loss: fp32, or autocast to bf16 or fp16 (fp16 adds a GradScaler); "
+       "parameters, optimizer state and saved weights stay float32",
+       [](R& r, S t) { r.precision = parse_enum(t, {Precision::Fp32, Precision::Bf16, Precision::Fp16}); },
+       [](const R& r) { return std::string(name(r.precision)); }, nullptr},
       {"--seed", nullptr, "UINT", "Random seed (model initialisation, shuffling), a whole number of at least 0",
        [](R& r, S t) { r.seed = parse_unsigned(t); }, [](const R& r) { return std::to_string(r.seed); }, nullptr},
   };
@@ -242,12 +261,13 @@ std::string Recipe::describe() const {
   std::string wd = weight_decay ? ", weight decay " + number_text(*weight_decay) : "";
   std::string sched = std::string(name(schedule)) + " schedule";
   if (warmup_epochs > 0) sched = std::to_string(warmup_epochs) + " warmup epoch(s), then " + sched;
-  const char* format = "model %s, %lld epochs, batch %lld, %s lr %g%s (%s), %s inputs, device %s, checkpoint %s%s, seed %llu";
+  const char* format =
+      "model %s, %lld epochs, batch %lld, %s lr %g%s (%s), %s inputs, device %s, precision %s, checkpoint %s%s, seed %llu";
   auto print = [&](char* buf, size_t n) {
     return std::snprintf(buf, n, format, std::string(models::kind_name(model)).c_str(), static_cast<long long>(epochs),
                          static_cast<long long>(batch_size), std::string(name(optimizer)).c_str(), lr, wd.c_str(),
                          sched.c_str(), normalize ? "standardised" : "raw [0,1]", device.str().c_str(),
-                         std::string(name(checkpoint)).c_str(), save_on_cpu ? ", save-on-cpu" : "",
+                         std::string(name(precision)).c_str(), std::string(name(checkpoint)).c_str(), save_on_cpu ? ", save-on-cpu" : "",
                          static_cast<unsigned long long>(seed));
   };
   std::string s(static_cast<size_t>(print(nullptr, 0)), '\0');

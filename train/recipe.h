@@ -31,9 +31,15 @@ namespace graft::train {
 enum class OptimizerKind { Sgd, Adam, AdamW };
 enum class Schedule { None, Cosine, Step };
 enum class Checkpointing { None, Sqrt, Nested };
+// fp32: everything in float32. bf16 / fp16: forward and loss under autocast in that dtype
+// (parameters, gradients, optimizer state and saved weights stay float32); fp16 adds a GradScaler.
+enum class Precision { Fp32, Bf16, Fp16 };
 std::string_view name(OptimizerKind kind);  // "sgd", "adam", "adamw"
 std::string_view name(Schedule schedule);   // "none", "cosine", "step"
 std::string_view name(Checkpointing mode);  // "none", "sqrt", "nested"
+std::string_view name(Precision precision);  // "fp32", "bf16", "fp16"
+// The autocast dtype of a precision (bf16 -> kBFloat16, fp16 -> kFloat16); fp32 has none.
+DType autocast_dtype(Precision precision);
 
 // A field as the command line shows it.
 struct RecipeField {
@@ -58,6 +64,7 @@ struct Recipe {
   Checkpointing checkpoint = Checkpointing::None;
   std::optional<ByteSize> memory_budget;  // plan checkpointing to fit it (nn::AutoCheckpoint)
   bool save_on_cpu = false;   // keep saved activations on the CPU (autograd::SaveOnCpu)
+  Precision precision = Precision::Fp32;
   uint64_t seed = 0;          // the global generator (model initialisation) and the loader's shuffle
 
   using Flags = std::vector<std::pair<std::string, std::string>>;  // flag, text
@@ -71,7 +78,7 @@ struct Recipe {
   static std::string check(const std::string& flag, const std::string& text);
   void validate() const;
   // "model mlp, 1 epochs, batch 128, adam lr 0.001 (cosine schedule), standardised inputs, device
-  // cpu, checkpoint none, seed 0": graft train's banner.
+  // cpu, precision fp32, checkpoint none, seed 0": graft train's banner.
   std::string describe() const;
   // A batch of images as the model takes it: on the device, standardised when `normalize`.
   Tensor prepare_inputs(const Tensor& images) const;

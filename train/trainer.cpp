@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <optional>
 
+#include "autograd/autocast.h"
 #include "autograd/functional.h"
 #include "autograd/saved_tensor_hooks.h"
 #include "runtime/allocator.h"
@@ -48,6 +49,8 @@ Trainer::Trainer(models::Model model, data::DataLoader& loader, Recipe recipe, T
   s.budget = budget_.get();
   s.optimizer = optimizer_.get();
   s.scheduler = scheduler_.get();
+  if (recipe_.precision == Precision::Fp16) scaler_ = std::make_unique<optim::GradScaler>();
+  s.scaler = scaler_.get();
   s.loader = &loader_;
   s.world = &world_;
   s.prepare_inputs = options.prepare_inputs ? std::move(options.prepare_inputs)
@@ -104,13 +107,23 @@ void Trainer::run_step(const data::Batch& batch, Clock::time_point epoch_start) 
   {
     std::optional<autograd::SaveOnCpu> keep_on_cpu;
     if (recipe_.save_on_cpu) keep_on_cpu.emplace(s.device.is_cuda());
+    // Mixed precision: the forward and the loss under autocast; backward runs each op in the
+    // dtype its forward used, and the float32 parameters get float32 gradients.
+    std::optional<autocast::AutocastGuard> mixed;
+    if (recipe_.precision != Precision::Fp32) mixed.emplace(s.device, autocast_dtype(recipe_.precision));
     s.loss = s.loss_fn((*s.forward)(x), y);
   }
   notify(&TrainerCallback::on_before_backward);
   optimizer_->zero_grad(set_grads_to_none_);
-  s.loss.backward();
+  if (scaler_) scaler_->scale(s.loss).backward();
+  else s.loss.backward();
   notify(&TrainerCallback::on_before_optimizer_step);
-  optimizer_->step();
+  if (scaler_) {
+    scaler_->step(*optimizer_);  // skipped when a gradient is inf or NaN
+    scaler_->update();
+  } else {
+    optimizer_->step();
+  }
   if (scheduler_) scheduler_->step();
   s.step_loss = s.loss.item<float>();
   s.epoch_loss_sum += s.step_loss * static_cast<double>(s.batch_samples);

@@ -70,6 +70,7 @@ class Trainer {
   World world_;
   std::unique_ptr<optim::Optimizer> optimizer_;
   std::unique_ptr<optim::LRScheduler> scheduler_;
+  std::unique_ptr<optim::GradScaler> scaler_;  // fp16 precision only
   std::shared_ptr<nn::AutoCheckpoint> budget_;
   bool set_grads_to_none_;
   bool ran_ = false;

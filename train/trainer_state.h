@@ -17,6 +17,7 @@
 #include "nn/checkpoint_plan.h"
 #include "nn/module.h"
 #include "nn/sequential.h"
+#include "optim/grad_scaler.h"
 #include "optim/lr_scheduler.h"
 #include "optim/optimizer.h"
 #include "train/evaluate.h"
@@ -35,6 +36,9 @@ struct TrainerState {
   nn::AutoCheckpoint* budget = nullptr;    // the memory-budget planner, when the recipe has a budget
   optim::Optimizer* optimizer = nullptr;
   optim::LRScheduler* scheduler = nullptr;  // null: a constant learning rate
+  // fp16 precision: the loss scaler. A callback that reads or clips gradients in
+  // on_before_optimizer_step calls scaler->unscale_(*optimizer) first, as with PyTorch's.
+  optim::GradScaler* scaler = nullptr;
   data::DataLoader* loader = nullptr;
   const World* world = nullptr;
   std::function<Tensor(const Tensor& images)> prepare_inputs;  // a batch's inputs as the model takes them

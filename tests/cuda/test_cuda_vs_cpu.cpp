@@ -17,6 +17,7 @@
 // both devices; the table therefore compares seeded random ops like any other, and the GPU-only
 // tests below add reproducibility, per-device generator state and distribution checks.
 #define CATCH_CONFIG_RUNNER
+#include <limits>
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -269,20 +270,39 @@ const std::vector<Case>& cases() {
     auto w = [](In i) { return i.written().contig(); };
     const std::vector<std::vector<In>> adam_sets = {{w(f({4, 5})), w(f({4, 5})), w(pos({4, 5})), w(f({4, 5}))},
                                                     {w(f({129, 1031})), w(f({129, 1031})), w(pos({129, 1031})), w(f({129, 1031}))}};
+    // 16-bit parameters keep float32 state (optim/optimizer.h), so the state is float32 in every run.
     add({"binary", "_fused_adam_ (AdamW, then Adam with L2)", adam_sets, [](Tensors& x, Device) {
-           ops::fused_adam_(x[0], x[1], x[2], x[3], {1e-2, 0.9, 0.999, 0.1, 1e-8, 0.19, 0.002, true});
-           ops::fused_adam_(x[0], x[1], x[2], x[3], {1e-2, 0.8, 0.99, 0.05, 1e-6, 0.36, 0.0199, false});
-           return Tensors{x[0], x[1], x[2]};
+           Tensor m = x[1].to(kFloat32), v = x[2].to(kFloat32);
+           ops::fused_adam_(x[0], m, v, x[3], {1e-2, 0.9, 0.999, 0.1, 1e-8, 0.19, 0.002, true});
+           ops::fused_adam_(x[0], m, v, x[3], {1e-2, 0.8, 0.99, 0.05, 1e-6, 0.36, 0.0199, false});
+           return Tensors{x[0], m, v};
          }});
     const std::vector<std::vector<In>> sgd_sets = {{w(f({4, 5})), w(f({4, 5})), w(f({4, 5}))},
                                                    {w(f({129, 1031})), w(f({129, 1031})), w(f({129, 1031}))}};
     add({"binary", "_fused_sgd_ (first, momentum, nesterov, plain)", sgd_sets, [](Tensors& x, Device) {
-           ops::fused_sgd_(x[0], x[1], x[2], {0.1, 0.9, 0.0, 0.01, false, true});
-           ops::fused_sgd_(x[0], x[1], x[2], {0.1, 0.9, 0.2, 0.01, false, false});
-           ops::fused_sgd_(x[0], x[1], x[2], {0.1, 0.9, 0.0, 0.0, true, false});
+           Tensor buf = x[1].to(kFloat32);
+           ops::fused_sgd_(x[0], buf, x[2], {0.1, 0.9, 0.0, 0.01, false, true});
+           ops::fused_sgd_(x[0], buf, x[2], {0.1, 0.9, 0.2, 0.01, false, false});
+           ops::fused_sgd_(x[0], buf, x[2], {0.1, 0.9, 0.0, 0.0, true, false});
            Tensor none;
            ops::fused_sgd_(x[0], none, x[2], {0.1, 0.0, 0.0, 0.0, false, false});
-           return Tensors{x[0], x[1]};
+           return Tensors{x[0], buf};
+         }});
+    // AMP: unscale a gradient and flag non-finite values (one finite run, one with an inf planted),
+    // then the scale update from each flag (growth after the interval, backoff on the inf).
+    add({"binary", "_amp_non_finite_check_and_unscale_ and _amp_update_scale_", {{w(f({4, 5}))}, {w(f({129, 1031}))}},
+         [](Tensors& x, Device dev) {
+           auto on = TensorOptions{}.device(dev);
+           Tensor inv = full({1}, 0.25, on), found = zeros({1}, on), scale = full({1}, 1024.0, on);
+           Tensor tracker = zeros({1}, on.dtype(kInt32));
+           ops::_amp_non_finite_check_and_unscale_(x[0], found, inv);
+           ops::_amp_update_scale_(scale, tracker, found, 2.0, 0.5, 1);
+           Tensor bad = x[0].detach().clone();
+           bad.view({-1}).narrow(0, 1, 1).fill_(std::numeric_limits<double>::infinity());
+           Tensor found2 = zeros({1}, on);
+           ops::_amp_non_finite_check_and_unscale_(bad, found2, inv);
+           ops::_amp_update_scale_(scale, tracker, found2, 2.0, 0.5, 1);
+           return Tensors{x[0], found, found2, scale, tracker.to(kFloat32)};
          }});
     // copy_ broadcasts and casts: a float64 source into the run's dtype, an int64 one, a bool one.
     In src64 = f({5});

@@ -126,21 +126,21 @@ TEST_CASE("Recipe refuses conflicting fields, naming the flags") {
 
 TEST_CASE("Recipe::describe is graft train's banner") {
   CHECK(Recipe::defaults(models::Kind::Mlp).describe() ==
-        "model mlp, 1 epochs, batch 128, adam lr 0.001 (cosine schedule), standardised inputs, device cpu, "
+        "model mlp, 1 epochs, batch 128, adam lr 0.001 (cosine schedule), standardised inputs, device cpu, precision fp32, "
         "checkpoint none, seed 0");
   CHECK(Recipe::make({{"--model", "vit"}, {"--epochs", "2"}, {"--batch-size", "32"}}).describe() ==
         "model vit, 2 epochs, batch 32, adamw lr 0.002, weight decay 0.05 (1 warmup epoch(s), then cosine schedule), "
-        "standardised inputs, device cpu, checkpoint none, seed 0");
+        "standardised inputs, device cpu, precision fp32, checkpoint none, seed 0");
   CHECK(Recipe::make({{"--optimizer", "sgd"}, {"--weight-decay", "1e-4"}, {"--schedule", "step"}, {"--normalize", "false"},
                       {"--checkpoint", "nested"}, {"--save-on-cpu", "true"}, {"--seed", "7"}})
             .describe() ==
         "model mlp, 1 epochs, batch 128, sgd lr 0.001, weight decay 0.0001 (step schedule), raw [0,1] inputs, device "
-        "cpu, checkpoint nested, save-on-cpu, seed 7");
+        "cpu, precision fp32, checkpoint nested, save-on-cpu, seed 7");
 }
 
 TEST_CASE("Recipe::fields: every flag says what it takes and each model's default in words, never a raw bound") {
   const auto& fields = Recipe::fields();
-  REQUIRE(fields.size() == 14);
+  REQUIRE(fields.size() == 15);
   for (const auto& f : fields) {
     INFO(f.flag << ": " << f.help);
     CHECK(f.flag.rfind("--", 0) == 0);

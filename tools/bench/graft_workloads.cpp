@@ -13,6 +13,7 @@
 #include <optional>
 #include <random>
 
+#include "autograd/autocast.h"
 #include "graft.h"
 #if GRAFT_HAVE_DIST
 #include "dist/ddp.h"
@@ -128,7 +129,15 @@ std::vector<Figure> bench_eval(int repeat, Device device) {
   return {summarize("eval_mlp_nograd_ms", "ms", t_nograd), summarize("eval_mlp_inference_ms", "ms", t_inf)};
 }
 
-std::vector<Figure> bench_mlp(int repeat, Device device) {
+// The forward and loss of a step under bf16 autocast when `bf16`, as torch.autocast("cpu", bfloat16).
+struct MaybeBf16Autocast {
+  std::optional<autocast::AutocastGuard> guard;
+  MaybeBf16Autocast(bool bf16, Device device) {
+    if (bf16) guard.emplace(device, kBFloat16);
+  }
+};
+
+std::vector<Figure> bench_mlp_prec(int repeat, Device device, bool bf16) {
   manual_seed(0);
   Tensor w1 = param({512, 784}, 0.035, device), b1 = param({512}, 0.0, device), w2 = param({512, 512}, 0.044, device),
          b2 = param({512}, 0.0, device), w3 = param({10, 512}, 0.044, device), b3 = param({10}, 0.0, device);
@@ -136,21 +145,26 @@ std::vector<Figure> bench_mlp(int repeat, Device device) {
   auto on = TensorOptions{}.device(device);
   Tensor x = randn({128, 784}, on), y = randint(0, 10, {128}, on);
   auto t = time_ms(device, repeat, 3, [&] {
-    Tensor h = linear(x, w1, b1).relu();
-    h = linear(h, w2, b2).relu();
-    Tensor loss = cross_entropy(linear(h, w3, b3), y);
+    Tensor loss;
+    {
+      MaybeBf16Autocast mixed(bf16, device);
+      Tensor h = linear(x, w1, b1).relu();
+      h = linear(h, w2, b2).relu();
+      loss = cross_entropy(linear(h, w3, b3), y);
+    }
     loss.backward();
     opt.step();
   });
-  return {summarize("mlp_step_ms", "ms", t)};
+  return {summarize(bf16 ? "mlp_bf16_step_ms" : "mlp_step_ms", "ms", t)};
 }
+std::vector<Figure> bench_mlp(int repeat, Device device) { return bench_mlp_prec(repeat, device, false); }
 
 // cnn_step_ms with NCHW tensors (what a user gets by default) and cnn_channels_last_step_ms with
 // the model made channels-last once, outside the step (PyTorch's model.to(memory_format=
 // channels_last) and input.contiguous(memory_format=channels_last); with one input channel the
 // input already is, so the weights decide). Every activation after the first conv stays NHWC, so
 // the convolutions run without activation reorders. The model is graft train's (models::cnn).
-Figure bench_cnn_layout(int repeat, Device device, bool channels_last) {
+Figure bench_cnn_layout(int repeat, Device device, bool channels_last, bool bf16 = false) {
   manual_seed(0);
   auto model = models::cnn();
   model->to(device);
@@ -160,16 +174,54 @@ Figure bench_cnn_layout(int repeat, Device device, bool channels_last) {
   Tensor x = randn({64, 1, 28, 28}, on), y = randint(0, 10, {64}, on);
   if (channels_last) x = x.contiguous(MemoryFormat::ChannelsLast);
   auto t = time_ms(device, repeat, 2, [&] {
-    Tensor loss = cross_entropy((*model)(x), y);
+    Tensor loss;
+    {
+      MaybeBf16Autocast mixed(bf16, device);
+      loss = cross_entropy((*model)(x), y);
+    }
     loss.backward();
     opt.step();
   });
+  if (bf16) return summarize("cnn_channels_last_bf16_step_ms", "ms", t);
   return summarize(channels_last ? "cnn_channels_last_step_ms" : "cnn_step_ms", "ms", t);
+}
+
+// The channels-last CNN step's peak memory above what was allocated before its forward (saved
+// activations, gradients, the backward's transients), in float32 and under bf16 autocast.
+std::vector<Figure> bench_cnn_peak(int, Device device) {
+  std::vector<Figure> out;
+  for (bool bf16 : {false, true}) {
+    manual_seed(0);
+    auto model = models::cnn();
+    model->to(device);
+    model->to(MemoryFormat::ChannelsLast);
+    auto on = TensorOptions{}.device(device);
+    Tensor x = randn({64, 1, 28, 28}, on).contiguous(MemoryFormat::ChannelsLast), y = randint(0, 10, {64}, on);
+    for (int i = 0; i < 2; ++i) {  // the second step: weights' grads already allocated in the first
+      model->zero_grad(true);
+      sync(device);
+      const int64_t base = memory_stats(device).allocated_bytes;
+      reset_peak_memory_stats(device);
+      Tensor loss;
+      {
+        MaybeBf16Autocast mixed(bf16, device);
+        loss = cross_entropy((*model)(x), y);
+      }
+      loss.backward();
+      sync(device);
+      if (i == 1) {
+        const double mib = static_cast<double>(memory_stats(device).peak_allocated_bytes - base) / (1 << 20);
+        out.push_back(summarize(bf16 ? "cnn_channels_last_bf16_peak_mib" : "cnn_channels_last_peak_mib", "MiB", {mib}));
+      }
+    }
+  }
+  return out;
 }
 
 std::vector<Figure> bench_cnn(int repeat, Device device) {
   return {bench_cnn_layout(repeat, device, false), bench_cnn_layout(repeat, device, true)};
 }
+std::vector<Figure> bench_cnn_bf16(int repeat, Device device) { return {bench_cnn_layout(repeat, device, true, true)}; }
 
 std::vector<Figure> bench_matmul(int repeat, Device device) {
   manual_seed(0);
@@ -178,6 +230,17 @@ std::vector<Figure> bench_matmul(int repeat, Device device) {
   std::vector<double> gflops;
   for (double ms : t) gflops.push_back(2.0 * 1024 * 1024 * 1024 / (ms * 1e6));
   return {summarize("matmul1024_gflops", "GFLOP/s", gflops)};
+}
+
+// matmul1024_bf16_gflops: the same product on bfloat16 operands (oneDNN's bf16 kernel with float
+// accumulation where the CPU has one; graft's float path otherwise).
+std::vector<Figure> bench_matmul_bf16(int repeat, Device device) {
+  manual_seed(0);
+  Tensor a = randn({1024, 1024}, dtype(kBFloat16)), b = randn({1024, 1024}, dtype(kBFloat16));
+  auto t = time_ms(device, repeat, 2, [&] { Tensor c = a.matmul(b); });
+  std::vector<double> gflops;
+  for (double ms : t) gflops.push_back(2.0 * 1024 * 1024 * 1024 / (ms * 1e6));
+  return {summarize("matmul1024_bf16_gflops", "GFLOP/s", gflops)};
 }
 
 // TF32 on or off for the scope (a no-op without the CUDA backend).
@@ -453,7 +516,7 @@ std::vector<Figure> bench_sdpa(int L, bool causal, int repeat, Device device) {
 // One AdamW step (lr 2e-3, weight decay 0.05) of graft train's ViT (models::vit: patch 7, dim 64,
 // depth 6, 4 heads, MLP 128) on a fixed batch of 128 randn images with random labels, as
 // libtorch_reference.cpp's bench_vit.
-std::vector<Figure> bench_vit(int repeat, Device device) {
+std::vector<Figure> bench_vit_prec(int repeat, Device device, bool bf16) {
   manual_seed(0);
   auto model = models::vit();
   model->to(device);
@@ -462,11 +525,17 @@ std::vector<Figure> bench_vit(int repeat, Device device) {
   Tensor x = randn({128, 1, 28, 28}, TensorOptions{}.device(device)), y = randint(0, 10, {128}).to(device);
   auto t = time_ms(device, repeat, 2, [&] {
     opt.zero_grad(true);
-    cross_entropy((*model)(x), y).backward();
+    Tensor loss;
+    {
+      MaybeBf16Autocast mixed(bf16, device);
+      loss = cross_entropy((*model)(x), y);
+    }
+    loss.backward();
     opt.step();
   });
-  return {summarize("vit_step_ms", "ms", t)};
+  return {summarize(bf16 ? "vit_bf16_step_ms" : "vit_step_ms", "ms", t)};
 }
+std::vector<Figure> bench_vit(int repeat, Device device) { return bench_vit_prec(repeat, device, false); }
 
 // CUDA only: 100k random allocations and frees of 1 B - 4 MiB (log-uniform sizes, at most 64 live)
 // through the caching allocator, against the same sequence with raw cudaMalloc/cudaFree. The
@@ -681,6 +750,11 @@ const std::vector<Workload>& workloads() {
   static const std::vector<Workload> w = {
       {"engine", bench_engine, 10},          {"mlp", bench_mlp, 10},     {"cnn", bench_cnn, 5},
       {"matmul1024", bench_matmul, 10, kOnCpu},
+      {"matmul1024_bf16", bench_matmul_bf16, 10, kOnCpu},
+      {"mlp_bf16", [](int r, Device d) { return bench_mlp_prec(r, d, true); }, 10},
+      {"cnn_bf16", bench_cnn_bf16, 5},
+      {"cnn_peak", bench_cnn_peak, 1},
+      {"vit_bf16", [](int r, Device d) { return bench_vit_prec(r, d, true); }, 10},
       {"matmul4096", bench_matmul4096, 10, kOnCuda},
       {"elementwise_add", bench_add, 10},
       {"stream_triad", bench_stream_triad, 10, kOnCpu},

@@ -1,6 +1,7 @@
 // The libtorch side of the comparison: the same workloads, shapes and figure names as
 // graft_workloads.cpp, written with libtorch's C++ API, so `compare.sh` pairs them by name.
 // Built only with -Dlibtorch_bench=enabled; graft itself never links libtorch.
+#include <ATen/autocast_mode.h>
 #include <torch/torch.h>
 #include <torch/version.h>
 
@@ -65,7 +66,24 @@ std::vector<Figure> bench_engine(int repeat) {
   return {summarize("engine_us_per_op", "us", t)};
 }
 
-std::vector<Figure> bench_mlp(int repeat) {
+// CPU autocast to bfloat16 for a scope, as torch.autocast("cpu", dtype=torch.bfloat16): libtorch's
+// C++ API has only the free functions. The cast cache is cleared at exit, as the Python guard does.
+struct Bf16Autocast {
+  bool on;
+  explicit Bf16Autocast(bool enable) : on(enable) {
+    if (!on) return;
+    at::autocast::set_autocast_enabled(at::kCPU, true);
+    at::autocast::set_autocast_dtype(at::kCPU, at::kBFloat16);
+    at::autocast::increment_nesting();
+  }
+  ~Bf16Autocast() {
+    if (!on) return;
+    if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+    at::autocast::set_autocast_enabled(at::kCPU, false);
+  }
+};
+
+std::vector<Figure> bench_mlp_prec(int repeat, bool bf16) {
   torch::manual_seed(0);
   auto w1 = param({512, 784}, 0.035), b1 = param({512}, 0.0), w2 = param({512, 512}, 0.044), b2 = param({512}, 0.0),
        w3 = param({10, 512}, 0.044), b3 = param({10}, 0.0);
@@ -73,17 +91,22 @@ std::vector<Figure> bench_mlp(int repeat) {
   auto x = torch::randn({128, 784});
   auto y = torch::randint(0, 10, {128});
   auto t = time_ms(repeat, 3, [&] {
-    auto h = torch::relu(torch::linear(x, w1, b1));
-    h = torch::relu(torch::linear(h, w2, b2));
-    auto loss = torch::nn::functional::cross_entropy(torch::linear(h, w3, b3), y);
+    torch::Tensor loss;
+    {
+      Bf16Autocast ac(bf16);
+      auto h = torch::relu(torch::linear(x, w1, b1));
+      h = torch::relu(torch::linear(h, w2, b2));
+      loss = torch::nn::functional::cross_entropy(torch::linear(h, w3, b3), y);
+    }
     loss.backward();
     opt.step();
   });
-  return {summarize("mlp_step_ms", "ms", t)};
+  return {summarize(bf16 ? "mlp_bf16_step_ms" : "mlp_step_ms", "ms", t)};
 }
+std::vector<Figure> bench_mlp(int repeat) { return bench_mlp_prec(repeat, false); }
 
 // NCHW, and the same step with the input and the first conv weight made channels-last (as graft's workload).
-Figure bench_cnn_layout(int repeat, bool channels_last) {
+Figure bench_cnn_layout(int repeat, bool channels_last, bool bf16 = false) {
   torch::manual_seed(0);
   auto c1 = param({32, 1, 3, 3}, 0.33), cb1 = param({32}, 0.0), c2 = param({64, 32, 3, 3}, 0.059),
        cb2 = param({64}, 0.0), f1 = param({128, 3136}, 0.018), fb1 = param({128}, 0.0), f2 = param({10, 128}, 0.088),
@@ -94,17 +117,31 @@ Figure bench_cnn_layout(int repeat, bool channels_last) {
   auto y = torch::randint(0, 10, {64});
   if (channels_last) x = x.contiguous(torch::MemoryFormat::ChannelsLast);
   auto t = time_ms(repeat, 2, [&] {
-    auto h = torch::max_pool2d(torch::relu(torch::conv2d(x, c1, cb1, 1, 1)), 2);
-    h = torch::max_pool2d(torch::relu(torch::conv2d(h, c2, cb2, 1, 1)), 2);
-    h = torch::relu(torch::linear(h.flatten(1), f1, fb1));
-    auto loss = torch::nn::functional::cross_entropy(torch::linear(h, f2, fb2), y);
+    torch::Tensor loss;
+    {
+      Bf16Autocast ac(bf16);
+      auto h = torch::max_pool2d(torch::relu(torch::conv2d(x, c1, cb1, 1, 1)), 2);
+      h = torch::max_pool2d(torch::relu(torch::conv2d(h, c2, cb2, 1, 1)), 2);
+      h = torch::relu(torch::linear(h.flatten(1), f1, fb1));
+      loss = torch::nn::functional::cross_entropy(torch::linear(h, f2, fb2), y);
+    }
     loss.backward();
     opt.step();
   });
+  if (bf16) return summarize("cnn_channels_last_bf16_step_ms", "ms", t);
   return summarize(channels_last ? "cnn_channels_last_step_ms" : "cnn_step_ms", "ms", t);
 }
 
 std::vector<Figure> bench_cnn(int repeat) { return {bench_cnn_layout(repeat, false), bench_cnn_layout(repeat, true)}; }
+
+std::vector<Figure> bench_matmul_bf16(int repeat) {
+  torch::manual_seed(0);
+  auto a = torch::randn({1024, 1024}).to(torch::kBFloat16), b = torch::randn({1024, 1024}).to(torch::kBFloat16);
+  auto t = time_ms(repeat, 2, [&] { auto c = a.matmul(b); });
+  std::vector<double> gflops;
+  for (double ms : t) gflops.push_back(2.0 * 1024 * 1024 * 1024 / (ms * 1e6));
+  return {summarize("matmul1024_bf16_gflops", "GFLOP/s", gflops)};
+}
 
 std::vector<Figure> bench_matmul(int repeat) {
   torch::manual_seed(0);
@@ -288,7 +325,7 @@ struct VitImpl : torch::nn::Module {
 TORCH_MODULE(Vit);
 
 // One AdamW step (lr 2e-3, weight decay 0.05) of the ViT on a fixed batch of 128 randn images.
-std::vector<Figure> bench_vit(int repeat) {
+std::vector<Figure> bench_vit_prec(int repeat, bool bf16) {
   torch::manual_seed(0);
   Vit model;
   torch::optim::AdamW opt(model->parameters(), torch::optim::AdamWOptions(2e-3).weight_decay(0.05));
@@ -296,12 +333,17 @@ std::vector<Figure> bench_vit(int repeat) {
   auto y = torch::randint(0, 10, {128});
   auto t = time_ms(repeat, 2, [&] {
     grads_to_none(opt);
-    auto loss = torch::nn::functional::cross_entropy(model->forward(x), y);
+    torch::Tensor loss;
+    {
+      Bf16Autocast ac(bf16);
+      loss = torch::nn::functional::cross_entropy(model->forward(x), y);
+    }
     loss.backward();
     opt.step();
   });
-  return {summarize("vit_step_ms", "ms", t)};
+  return {summarize(bf16 ? "vit_bf16_step_ms" : "vit_step_ms", "ms", t)};
 }
+std::vector<Figure> bench_vit(int repeat) { return bench_vit_prec(repeat, false); }
 
 struct Workload {
   std::string name;
@@ -370,7 +412,11 @@ int main(int argc, char** argv) {
                               {"sdpa_L256", [](int r) { return bench_sdpa(256, false, r); }, 10},
                               {"sdpa_L1024", [](int r) { return bench_sdpa(1024, false, r); }, 5},
                               {"sdpa_causal_L1024", [](int r) { return bench_sdpa(1024, true, r); }, 5},
-                              {"vit", bench_vit, 10}};
+                              {"vit", bench_vit, 10},
+                              {"matmul1024_bf16", bench_matmul_bf16, 10},
+                              {"mlp_bf16", [](int r) { return bench_mlp_prec(r, true); }, 10},
+                              {"cnn_bf16", [](int r) { return std::vector<Figure>{bench_cnn_layout(r, true, true)}; }, 5},
+                              {"vit_bf16", [](int r) { return bench_vit_prec(r, true); }, 10}};
   std::regex re(filter);
   std::vector<Figure> all;
   for (auto& w : ws) {

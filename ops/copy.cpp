@@ -6,6 +6,7 @@
 #include "ops/ops.h"
 #include "ops/reduced_float.h"
 #include "runtime/dispatcher.h"
+#include "runtime/memory_format.h"
 #include "runtime/parallel.h"
 
 namespace graft {
@@ -52,7 +53,11 @@ void strided_copy(const Tensor& dst, const Tensor& src, const Shape& src_strides
       D* d = static_cast<D*>(dst.data_ptr());
       const S* s = static_cast<const S*>(src.data_ptr());
       int64_t n = dst.numel();
-      if (dst.is_contiguous() && src.is_contiguous() && src.sizes() == dst.sizes()) {
+      // Same dense layout on both sides (row-major, or both channels-last): one flat run.
+      const bool flat = (dst.is_contiguous() && src.is_contiguous() && src.sizes() == dst.sizes()) ||
+                        (src.sizes() == dst.sizes() && src_strides == dst.strides() &&
+                         is_non_overlapping_and_dense(dst.sizes(), dst.strides()));
+      if (flat) {
         if constexpr (std::is_same_v<D, S>) {
           parallel_for(0, n, kGrainSize * 4, [&](int64_t b, int64_t e) {
             std::memcpy(d + b, s + b, static_cast<size_t>(e - b) * sizeof(D));
@@ -162,7 +167,10 @@ Tensor to_copy_cpu(const Tensor& self, DType dtype, Device device, bool non_bloc
   check_defined(self, "to", "self");
   GRAFT_CHECK(self.is_cpu() && device.is_cpu(), "to: copying ", describe(self), " to ", device,
               " needs the CUDA backend");
-  Tensor out = new_tensor(self.sizes(), dtype, device, pinned);
+  // PyTorch's memory_format=preserve: a dense permuted input (channels-last) keeps its layout, so
+  // an autocast cast of an NHWC activation stays NHWC and the next op runs without a reorder.
+  Tensor out = pinned ? new_tensor(self.sizes(), dtype, device, pinned)
+                      : new_tensor_in_format(self, MemoryFormat::Preserve, dtype, device);
   strided_copy(out, self, self.strides());
   return out;
 }

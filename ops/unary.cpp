@@ -9,6 +9,7 @@
 #include "ops/dnnl_utils.h"
 #include "ops/elementwise_cpu.h"
 #include "ops/kernel_utils.h"
+#include "ops/reduced_float.h"
 #include "ops/vec_math.h"
 #include "runtime/parallel.h"
 
@@ -83,7 +84,36 @@ Tensor CpuFastPath<math::Tanh>::run(const Tensor& x) {
   return out;
 }
 
+namespace {
+bool dense_16(const Tensor& t) { return t.defined() && is_reduced_floating(t.dtype()) && t.is_contiguous(); }
+
+// y = body(float inputs) for contiguous 16-bit tensors: blocks converted to float, the float32
+// vector loop, one rounding back (the functor's bits, rounded once, as the per-element loop).
+template <class Body>
+Tensor run_16_via_float(const Tensor& y, std::initializer_list<const Tensor*> ins, const Body& body) {
+  constexpr int64_t kBlock = 1024;
+  dispatch_float_or_reduced(y.dtype(), "gelu", [&]<class T>() {
+    if constexpr (!std::is_same_v<T, float>) {
+      parallel_for(0, y.numel(), kMathGrain, [&](int64_t b, int64_t e) {
+        alignas(64) float buf[2][kBlock], out[kBlock];
+        for (int64_t i = b; i < e; i += kBlock) {
+          const int64_t m = std::min(kBlock, e - i);
+          int k = 0;
+          for (const Tensor* t : ins) to_float(static_cast<const T*>(t->data_ptr()) + i, buf[k++], m);
+          body(buf[0], buf[1], out, m);
+          from_float(out, static_cast<T*>(y.data_ptr()) + i, m);
+        }
+      });
+    }
+  });
+  return y;
+}
+}  // namespace
+
 Tensor CpuFastPath<math::Gelu>::run(const Tensor& x, GeluApproximate approximate) {
+  if (approximate == GeluApproximate::None && dense_16(x))
+    return run_16_via_float(new_tensor_like(x), {&x},
+                            [](const float* a, const float*, float* y, int64_t m) { gelu_f32(a, y, m); });
   if (approximate != GeluApproximate::None || !dense_f32(x)) return Tensor();
   Tensor y = new_tensor_like(x);
   const float* xp = static_cast<const float*>(x.data_ptr());
@@ -93,6 +123,11 @@ Tensor CpuFastPath<math::Gelu>::run(const Tensor& x, GeluApproximate approximate
 }
 
 Tensor CpuFastPath<math::GeluBackward>::run(const Tensor& grad, const Tensor& x, GeluApproximate approximate) {
+  if (approximate == GeluApproximate::None && dense_16(grad) && dense_16(x) && grad.dtype() == x.dtype() &&
+      grad.sizes() == x.sizes())
+    return run_16_via_float(new_tensor_like(x), {&grad, &x}, [](const float* g, const float* a, float* y, int64_t m) {
+      gelu_backward_f32(g, a, y, m);
+    });
   if (approximate != GeluApproximate::None || !dense_f32(grad) || !dense_f32(x) || grad.sizes() != x.sizes())
     return Tensor();
   Tensor y = new_tensor_like(x);

@@ -282,3 +282,29 @@ TEST_CASE("sum and mean of bf16/f16 accumulate in float and round once, or not a
     CHECK(y.f32.sum({1}, false, dt).dtype() == dt);
   }
 }
+
+// The blocked 16-bit elementwise loop (ops/elementwise_cpu.h) and the GELU fast path convert a
+// block to float, compute, and round once: exactly the float32 result rounded, on contiguous,
+// transposed and broadcast operands, with a bool operand read in place.
+TEST_CASE("16-bit elementwise ops equal the float32 result rounded once, on any layout") {
+  for (DType dt : {kBFloat16, kFloat16}) {
+    INFO(dt);
+    manual_seed(3);
+    Tensor a = randn({37, 300}).to(dt), b = randn({37, 300}).to(dt), row = randn({300}).to(dt);
+    Tensor mask = randn({37, 300}).gt(0.0);
+    auto same = [&](const Tensor& got, const Tensor& want32) {
+      REQUIRE(got.dtype() == dt);
+      CHECK(got.to(kFloat32).to_vector<float>() == want32.to(dt).to(kFloat32).to_vector<float>());
+    };
+    Tensor af = a.to(kFloat32), bf = b.to(kFloat32), rf = row.to(kFloat32);
+    same(a + b, af + bf);
+    same(a * row, af * rf);                                // broadcast operand
+    same(a.t() - b.t(), af.t() - bf.t());                  // strided operands and output
+    same(a.relu(), af.relu());
+    same(where(mask, a, b), where(mask, af, bf));          // a bool operand read in place
+    same(gelu(a), gelu(af));                               // the GELU fast path
+    same(gelu(a.t().contiguous()), gelu(af.t().contiguous()));
+    same(ops::gelu_backward(b, a, GeluApproximate::None), ops::gelu_backward(bf, af, GeluApproximate::None));
+    same(gelu(a, "tanh"), gelu(af, "tanh"));
+  }
+}

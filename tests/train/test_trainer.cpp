@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "autograd/autocast.h"
 #include "graft.h"
 #include "train/trainer.h"
 
@@ -179,6 +180,49 @@ TEST_CASE("Trainer's step is the hand-written loop: the same parameters, bit for
   trainer.fit();
   CHECK(flat_parameters(*model) == flat_parameters(*by_hand));
   CHECK(trainer.optimizer().lr() == Approx(0.0).margin(1e-12));  // the cosine schedule ran to its end
+}
+
+TEST_CASE("Trainer under --precision bf16/fp16 is the hand-written autocast (and GradScaler) loop") {
+  using train::Precision;
+  for (Precision precision : {Precision::Bf16, Precision::Fp16}) {
+    INFO(train::name(precision));
+    TinySet data;
+    Recipe recipe = tiny_recipe(1);
+    recipe.precision = precision;
+    const DType low = train::autocast_dtype(precision);
+    auto by_hand = tiny_model();
+    {
+      optim::Adam opt(by_hand->parameters(), recipe.lr);
+      optim::GradScaler scaler;
+      data::DataLoader loader(data.images, data.labels, 16, true, false, recipe.seed);
+      optim::CosineAnnealingLR sched(opt, loader.num_batches());
+      while (auto b = loader.next()) {
+        Tensor loss;
+        {
+          autocast::AutocastGuard mixed(kCPU, low);
+          loss = cross_entropy((*by_hand)((b->images - 0.2860) * (1.0 / 0.3530)), b->labels);
+        }
+        opt.zero_grad();
+        if (precision == Precision::Fp16) {
+          scaler.scale(loss).backward();
+          scaler.step(opt);
+          scaler.update();
+        } else {
+          loss.backward();
+          opt.step();
+        }
+        sched.step();
+      }
+    }
+    auto model = tiny_model();
+    data::DataLoader loader(data.images, data.labels, 16, true, false, recipe.seed);
+    Trainer trainer(model, loader, recipe);
+    CHECK((trainer.state().scaler != nullptr) == (precision == Precision::Fp16));
+    trainer.fit();
+    for (const Tensor& p : model->parameters()) CHECK(p.dtype() == kFloat32);  // parameters stay float32
+    CHECK(flat_parameters(*model) == flat_parameters(*by_hand));
+    CHECK(recipe.describe().find(std::string("precision ") + std::string(name(precision))) != std::string::npos);
+  }
 }
 
 TEST_CASE("Trainer: callbacks that only read, and checkpointing, leave every digit alone") {

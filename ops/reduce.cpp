@@ -20,9 +20,9 @@
 // Sums over the outer dims of a contiguous tensor (bias gradients, sum_to) skip the tiles and
 // accumulate whole columns (sum_columns), which vectorises.
 //
-// sum and mean of bfloat16/float16 (and a sum asked for in a 16-bit dtype) read a float32 copy
-// of the input (exact, in the input's memory order), accumulate in double as float32 does, and
-// round once to the result dtype; a requested float32/float64 result (sum(x, dtype=kFloat32)) is
+// sum and mean of bfloat16/float16 (and a sum asked for in a 16-bit dtype) read the input as it
+// is, widen each element to float (exact), accumulate in double as float32 does, and round once
+// to the result dtype; a requested float32/float64 result (sum(x, dtype=kFloat32)) is
 // not rounded to the input's dtype, as PyTorch. The other reductions take the float fallback.
 #include <algorithm>
 #include <cmath>
@@ -238,14 +238,20 @@ Tensor sum_impl(const Tensor& x, const Shape& dims, bool keepdim, DType out_dtyp
   if (p.n_out == 0) return out;
   Access a = plan_access(x, p);
   bool columns = a.path == Path::Blocked && a.outer == 1;
-  dispatch_dtype(x.dtype(), op, [&]<class T>() {
+  auto run = [&]<class T>() {
     dispatch_dtype(out_dtype, op, [&]<class O>() {
       using A = std::conditional_t<std::is_floating_point_v<O>, double, int64_t>;
       O* o = static_cast<O*>(out.data_ptr());
       if (columns) sum_columns<T, O, A>(static_cast<const T*>(x.data_ptr()), p.len, p.n_out, o, mean);
       else run_reduction<T>(x, p, SumReducer<T, O, A>{{o, mean, p.len}});
     });
-  });
+  };
+  // A 16-bit input is read as it is and widened element by element (exact), so no float32 copy
+  // of it is ever made: a bias gradient's sum costs no extra memory.
+  if (is_reduced_floating(x.dtype()))
+    dispatch_float_or_reduced(x.dtype(), op, run);
+  else
+    dispatch_dtype(x.dtype(), op, run);
   return out;
 }
 
@@ -472,13 +478,8 @@ struct LogSumExpReducer {
 
 // sum/mean where the input or the result is bfloat16/float16 (see the header).
 Tensor sum_via_float(const Tensor& x, const Shape& dims, bool keepdim, DType out_dtype, bool mean, const char* op) {
-  Tensor xf = x;
-  if (is_reduced_floating(x.dtype())) {
-    xf = new_tensor_in_format(x, MemoryFormat::Preserve, kFloat32, x.device());
-    device_copy(xf, x);
-  }
   const DType compute = out_dtype == kFloat64 ? kFloat64 : is_reduced_floating(out_dtype) ? kFloat32 : out_dtype;
-  Tensor r = sum_impl(xf, dims, keepdim, compute, mean, op);
+  Tensor r = sum_impl(x, dims, keepdim, compute, mean, op);
   return r.dtype() == out_dtype ? r : contiguous_cpu(r, out_dtype);
 }
 

@@ -9,28 +9,37 @@ namespace {
 
 // ---- float -> bfloat16 ----
 
+// Lanes needing more than the fast conversion: NaN (canonicalised) and float32 subnormals (which
+// vcvtneps2bf16 reads as zero). Both are rare in real data, so they are fixed under one branch and
+// the common block costs a convert, two mask tests and a store.
+__attribute__((target("avx512f,avx512bw,avx512vl"))) inline __mmask16 bf16_special_lanes(__m512 v, __m512i u) {
+  return _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q) |
+         (_mm512_testn_epi32_mask(u, _mm512_set1_epi32(0x7F800000)) & _mm512_test_epi32_mask(u, _mm512_set1_epi32(0x7FFFFF)));
+}
+// Integer round-to-nearest-even of 16 lanes, NaN lanes replaced by sign | 0x7FC0 (the scalar rule).
+__attribute__((target("avx512f,avx512bw,avx512vl"))) inline __m256i bf16_by_integer(__m512 v, __m512i u) {
+  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+  __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7FFF), lsb)), 16);
+  const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+  if (nan != 0) {
+    const __m512i sign_qnan = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x8000)),
+                                              _mm512_set1_epi32(0x7FC0));
+    r = _mm512_mask_blend_epi32(nan, r, sign_qnan);
+  }
+  return _mm512_cvtepi32_epi16(r);
+}
+
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) int64_t float_to_bf16_avx512bf16(
     const float* s, BFloat16* d, int64_t n) {
-  const __m512i qnan = _mm512_set1_epi32(0x7FC0);
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
     const __m512 v = _mm512_loadu_ps(s + i);
     __m256i r = reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(v));
-    // vcvtneps2bf16 reads a float32 subnormal as zero; bfloat16 has the same exponent range, so
-    // those lanes have subnormal (or min-normal) results: round them by integer arithmetic.
     const __m512i u = _mm512_castps_si512(v);
-    const __mmask16 sub = _mm512_testn_epi32_mask(u, _mm512_set1_epi32(0x7F800000)) &
-                          _mm512_test_epi32_mask(u, _mm512_set1_epi32(0x7FFFFF));
-    if (sub != 0) {
-      const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-      const __m512i rounded =
-          _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7FFF), lsb)), 16);
-      r = _mm256_mask_blend_epi16(sub, r, _mm512_cvtepi32_epi16(rounded));
-    }
-    // NaN lanes: the sign and 0x7FC0, as the scalar conversion.
-    const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
-    const __m512i sign_qnan = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x8000)), qnan);
-    r = _mm256_mask_blend_epi16(nan, r, _mm512_cvtepi32_epi16(sign_qnan));
+    const __mmask16 special = bf16_special_lanes(v, u);
+    // Subnormal lanes have subnormal (or min-normal) bf16 results and NaN lanes a canonical NaN:
+    // the integer rounding gives both.
+    if (special != 0) r = _mm256_mask_blend_epi16(special, r, bf16_by_integer(v, u));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + i), r);
   }
   return i;
@@ -40,17 +49,9 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) int64_t float_to
 __attribute__((target("avx512f,avx512bw,avx512vl"))) int64_t float_to_bf16_avx512(const float* s, BFloat16* d,
                                                                                  int64_t n) {
   int64_t i = 0;
-  const __m512i one = _mm512_set1_epi32(1), bias = _mm512_set1_epi32(0x7FFF);
   for (; i + 16 <= n; i += 16) {
     const __m512 v = _mm512_loadu_ps(s + i);
-    const __m512i u = _mm512_castps_si512(v);
-    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), one);
-    __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(bias, lsb)), 16);
-    const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
-    const __m512i sign_qnan = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x8000)),
-                                              _mm512_set1_epi32(0x7FC0));
-    r = _mm512_mask_blend_epi32(nan, r, sign_qnan);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + i), _mm512_cvtepi32_epi16(r));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + i), bf16_by_integer(v, _mm512_castps_si512(v)));
   }
   return i;
 }

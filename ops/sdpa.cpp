@@ -14,6 +14,9 @@
 // Tile products go to oneDNN's sgemm when they are large enough to amortise its call, and to
 // plain loops otherwise (float64, and the tiny heads of small models). See sdpa_plan.h for the
 // operand geometry and the masked-row rule.
+// bfloat16/float16 are native: each task widens the rows it reads to float once, runs the same
+// float tiles (scores, online softmax and accumulators in float), and rounds each output element
+// once; lse is then float32 (sdpa_lse_dtype), as PyTorch's CPU kernel keeps its logsumexp.
 #include <dnnl.h>
 
 #include <algorithm>
@@ -24,6 +27,7 @@
 #include "ops/cpu_kernels.h"
 #include "ops/kernel_utils.h"
 #include "ops/ops.h"
+#include "ops/reduced_float.h"
 #include "ops/sdpa_plan.h"
 #include "ops/vec_math.h"
 #include "runtime/dispatcher.h"
@@ -161,8 +165,9 @@ template <class T>
   return sum;
 }
 
-// The mask and causality of one batch matrix, applied to a row of scores.
-template <class T>
+// The mask and causality of one batch matrix, applied to a row of scores of type T; an additive
+// mask holds M (the operands' dtype: bfloat16/float16 masks are widened as they are added).
+template <class T, class M = T>
 struct RowMask {
   SdpaMask kind = SdpaMask::None;
   const void* base = nullptr;  // mask data + this batch's offset
@@ -177,17 +182,17 @@ struct RowMask {
       for (int64_t c = 0; c < n; ++c)
         if (!m[c * cs]) s[c] = ninf;
     } else if (kind == SdpaMask::Additive) {
-      const T* m = static_cast<const T*>(base) + i * rs + j0 * cs;
-      for (int64_t c = 0; c < n; ++c) s[c] += m[c * cs];
+      const M* m = static_cast<const M*>(base) + i * rs + j0 * cs;
+      for (int64_t c = 0; c < n; ++c) s[c] += static_cast<T>(m[c * cs]);
     }
     if (causal)
       for (int64_t c = std::max<int64_t>(0, i + 1 - j0); c < n; ++c) s[c] = ninf;
   }
 };
 
-template <class T>
-RowMask<T> row_mask(const SdpaGeometry& g, const Tensor& mask, bool causal, int64_t b) {
-  RowMask<T> rm;
+template <class T, class M = T>
+RowMask<T, M> row_mask(const SdpaGeometry& g, const Tensor& mask, bool causal, int64_t b) {
+  RowMask<T, M> rm;
   rm.kind = g.mask;
   rm.causal = causal;
   if (g.mask != SdpaMask::None) {
@@ -203,15 +208,19 @@ RowMask<T> row_mask(const SdpaGeometry& g, const Tensor& mask, bool causal, int6
 int64_t key_end(int64_t S, int64_t i1, bool causal) { return causal ? std::min(S, i1) : S; }
 
 // What a forward or backward task reads and writes (pointers to the first element of each tensor).
-template <class T>
+// S is the stored dtype: T itself, or bfloat16/float16 with T = float (lse is then float32, as
+// PyTorch's CPU flash attention keeps its logsumexp).
+template <class T, class S = T>
 struct FlashArgs {
   const SdpaGeometry* g = nullptr;
   const Tensor* mask = nullptr;
   bool causal = false;
   T scale = 1;
-  const T *q = nullptr, *k = nullptr, *v = nullptr;
-  const T *out = nullptr, *lse = nullptr, *dout = nullptr;  // backward only
-  T *out_w = nullptr, *lse_w = nullptr;                     // forward outputs
+  const S *q = nullptr, *k = nullptr, *v = nullptr;
+  const S *out = nullptr, *dout = nullptr;  // backward only
+  const T* lse = nullptr;                   // backward only
+  S* out_w = nullptr;                       // forward outputs
+  T* lse_w = nullptr;
   // out (forward: out_w) and dout rows: base + off[b] + i * row stride (out follows q's layout)
   const int64_t* o_off = nullptr;
   const int64_t* do_off = nullptr;
@@ -219,60 +228,186 @@ struct FlashArgs {
   // dq, dk, dv rows likewise (each gradient follows its input's layout)
   const int64_t *dq_off = nullptr, *dk_off = nullptr, *dv_off = nullptr;
   int64_t dq_rs = 0, dk_rs = 0, dv_rs = 0;
-  T *dq = nullptr, *dk = nullptr, *dv = nullptr;            // backward outputs
+  S *dq = nullptr, *dk = nullptr, *dv = nullptr;  // backward outputs
 };
+
+// A tile's rows as the tile loops read them: a pointer and a row stride.
+template <class T>
+struct Rows {
+  const T* p;
+  int64_t rs;
+};
+
+// Per-thread buffers of the forward.
+template <class T>
+struct ForwardScratch {
+  std::vector<T> sbuf = std::vector<T>(static_cast<size_t>(kBr * kBc)), acc, scratch, m = std::vector<T>(kBr),
+                 l = std::vector<T>(kBr);
+};
+
+// One query tile: q rows [br, E] against keys/values rows [0, jend), written to out rows
+// [br, Ev] (stride o_rs) and lse[br].
+template <class T, class M>
+[[gnu::always_inline]] inline void forward_tile(const SdpaGeometry& g, Rows<T> q, Rows<T> k, Rows<T> v,
+                                                const RowMask<T, M>& rm, T scale, int64_t i0, int64_t br,
+                                                int64_t jend, T* ob, int64_t o_rs, T* lb, ForwardScratch<T>& w) {
+  constexpr T ninf = -std::numeric_limits<T>::infinity();
+  const int64_t E = g.E, Ev = g.Ev;
+  w.acc.assign(static_cast<size_t>(br * Ev), T(0));
+  std::fill(w.m.begin(), w.m.end(), ninf);
+  std::fill(w.l.begin(), w.l.end(), T(0));
+  for (int64_t j0 = 0; j0 < jend; j0 += kBc) {
+    const int64_t bc = std::min(kBc, jend - j0);
+    // s = scale * q_i k_j^T   [br, bc]
+    tile_gemm<T>(false, true, br, bc, E, scale, q.p, q.rs, k.p + j0 * k.rs, k.rs, T(0), w.sbuf.data(), kBc,
+                 w.scratch);
+    for (int64_t r = 0; r < br; ++r) {
+      T* s = w.sbuf.data() + r * kBc;
+      rm.apply(s, i0 + r, j0, bc);
+      T mnew = std::max(w.m[r], row_max(s, bc));
+      if (mnew == ninf) {  // nothing visible to this row yet
+        std::fill(s, s + bc, T(0));
+        continue;
+      }
+      T corr = vec_math::exp(w.m[r] - mnew);
+      w.l[r] = w.l[r] * corr + exp_shifted(s, bc, mnew);
+      w.m[r] = mnew;
+      if (corr != T(1)) {
+        T* ar = w.acc.data() + r * Ev;
+        for (int64_t e = 0; e < Ev; ++e) ar[e] *= corr;
+      }
+    }
+    // acc += p v_j   [br, Ev]
+    tile_gemm<T>(false, false, br, Ev, bc, T(1), w.sbuf.data(), kBc, v.p + j0 * v.rs, v.rs, T(1), w.acc.data(), Ev,
+                 w.scratch);
+  }
+  for (int64_t r = 0; r < br; ++r) {
+    T inv = w.l[r] > T(0) ? T(1) / w.l[r] : T(0);
+    for (int64_t e = 0; e < Ev; ++e) ob[r * o_rs + e] = w.acc[static_cast<size_t>(r * Ev + e)] * inv;
+    lb[r] = w.l[r] > T(0) ? w.m[r] + std::log(w.l[r]) : ninf;
+  }
+}
 
 // Forward tasks [t0, t1): task t is query tile t % tiles of batch matrix t / tiles.
 template <class T>
 [[gnu::always_inline]] inline void forward_tasks(const FlashArgs<T>& a, int64_t t0, int64_t t1) {
-  constexpr T ninf = -std::numeric_limits<T>::infinity();
   const SdpaGeometry& g = *a.g;
-  const int64_t L = g.L, S = g.S, E = g.E, Ev = g.Ev;
+  const int64_t L = g.L, S = g.S;
   const int64_t tiles = (L + kBr - 1) / kBr;
-  std::vector<T> sbuf(static_cast<size_t>(kBr * kBc)), acc(static_cast<size_t>(kBr * Ev));
-  std::vector<T> scratch;  // tile_gemm's packed operand
-  std::vector<T> m(kBr), l(kBr);
+  ForwardScratch<T> w;
   for (int64_t t = t0; t < t1; ++t) {
     const int64_t b = t / tiles, i0 = (t % tiles) * kBr, br = std::min(kBr, L - i0);
-    const T* qb = a.q + g.q_off[static_cast<size_t>(b)] + i0 * g.q_rs;
-    const T* kb = a.k + g.k_off[static_cast<size_t>(b)];
-    const T* vb = a.v + g.v_off[static_cast<size_t>(b)];
-    RowMask<T> rm = row_mask<T>(g, *a.mask, a.causal, b);
-    std::fill(m.begin(), m.end(), ninf);
-    std::fill(l.begin(), l.end(), T(0));
-    std::fill(acc.begin(), acc.begin() + br * Ev, T(0));
-    const int64_t jend = key_end(S, i0 + br, a.causal);
-    for (int64_t j0 = 0; j0 < jend; j0 += kBc) {
-      const int64_t bc = std::min(kBc, jend - j0);
-      // s = scale * q_i k_j^T   [br, bc]
-      tile_gemm<T>(false, true, br, bc, E, a.scale, qb, g.q_rs, kb + j0 * g.k_rs, g.k_rs, T(0), sbuf.data(), kBc,
-                   scratch);
+    const Rows<T> q{a.q + g.q_off[static_cast<size_t>(b)] + i0 * g.q_rs, g.q_rs};
+    const Rows<T> k{a.k + g.k_off[static_cast<size_t>(b)], g.k_rs}, v{a.v + g.v_off[static_cast<size_t>(b)], g.v_rs};
+    forward_tile(g, q, k, v, row_mask<T>(g, *a.mask, a.causal, b), a.scale, i0, br, key_end(S, i0 + br, a.causal),
+                 a.out_w + a.o_off[b] + i0 * a.o_rs, a.o_rs, a.lse_w + b * L + i0, w);
+  }
+}
+
+// rows x cols of src (row stride rs) widened into dst [rows, cols].
+template <class S>
+void widen_rows(const S* src, int64_t rs, int64_t rows, int64_t cols, float* dst) {
+  for (int64_t r = 0; r < rows; ++r) to_float(src + r * rs, dst + r * cols, cols);
+}
+// dst rows (stride rs) = src [rows, cols] rounded once.
+template <class S>
+void round_rows(const float* src, int64_t rows, int64_t cols, S* dst, int64_t rs) {
+  for (int64_t r = 0; r < rows; ++r) from_float(src + r * cols, dst + r * rs, cols);
+}
+
+// bfloat16/float16 forward tasks: the tile's q rows and the keys and values it sees are widened to
+// float once per task, the tile runs in float (scores, softmax, accumulator), and each output
+// element is rounded once. No float copy of a whole operand exists.
+template <class S>
+[[gnu::always_inline]] inline void forward_tasks_reduced(const FlashArgs<float, S>& a, int64_t t0, int64_t t1) {
+  const SdpaGeometry& g = *a.g;
+  const int64_t L = g.L, S_ = g.S, E = g.E, Ev = g.Ev;
+  const int64_t tiles = (L + kBr - 1) / kBr;
+  ForwardScratch<float> w;
+  std::vector<float> qf, kf, vf, of;
+  for (int64_t t = t0; t < t1; ++t) {
+    const int64_t b = t / tiles, i0 = (t % tiles) * kBr, br = std::min(kBr, L - i0);
+    const int64_t jend = key_end(S_, i0 + br, a.causal);
+    qf.resize(static_cast<size_t>(br * E));
+    kf.resize(static_cast<size_t>(jend * E));
+    vf.resize(static_cast<size_t>(jend * Ev));
+    of.resize(static_cast<size_t>(br * Ev));
+    widen_rows(a.q + g.q_off[static_cast<size_t>(b)] + i0 * g.q_rs, g.q_rs, br, E, qf.data());
+    widen_rows(a.k + g.k_off[static_cast<size_t>(b)], g.k_rs, jend, E, kf.data());
+    widen_rows(a.v + g.v_off[static_cast<size_t>(b)], g.v_rs, jend, Ev, vf.data());
+    forward_tile(g, Rows<float>{qf.data(), E}, Rows<float>{kf.data(), E}, Rows<float>{vf.data(), Ev},
+                 row_mask<float, S>(g, *a.mask, a.causal, b), a.scale, i0, br, jend, of.data(), Ev,
+                 a.lse_w + b * L + i0, w);
+    round_rows(of.data(), br, Ev, a.out_w + a.o_off[b] + i0 * a.o_rs, a.o_rs);
+  }
+}
+
+// Per-thread buffers of the backward.
+template <class T>
+struct BackwardScratch {
+  std::vector<T> p = std::vector<T>(static_cast<size_t>(kBr * kBc)), dp = std::vector<T>(static_cast<size_t>(kBr * kBc)),
+                 D, scratch;
+};
+template <class T>
+struct OutRows {
+  T* p;
+  int64_t rs;
+};
+
+// The backward of one batch matrix: dq [L, E], dk [S, E] and dv [S, Ev] (zeroed here) from
+// q, k, v, out, dout rows and lse[L].
+template <class T, class M>
+[[gnu::always_inline]] inline void backward_matrix(const SdpaGeometry& g, Rows<T> q, Rows<T> k, Rows<T> v, Rows<T> o,
+                                                   Rows<T> dout, const T* lb, OutRows<T> dq, OutRows<T> dk,
+                                                   OutRows<T> dv, const RowMask<T, M>& rm, T scale, bool causal,
+                                                   BackwardScratch<T>& w) {
+  constexpr T ninf = -std::numeric_limits<T>::infinity();
+  const int64_t L = g.L, S = g.S, E = g.E, Ev = g.Ev;
+  for (int64_t i = 0; i < L; ++i) std::fill(dq.p + i * dq.rs, dq.p + i * dq.rs + E, T(0));
+  for (int64_t j = 0; j < S; ++j) std::fill(dk.p + j * dk.rs, dk.p + j * dk.rs + E, T(0));
+  for (int64_t j = 0; j < S; ++j) std::fill(dv.p + j * dv.rs, dv.p + j * dv.rs + Ev, T(0));
+  w.D.resize(static_cast<size_t>(L));
+  for (int64_t i = 0; i < L; ++i) {
+    T s = 0;
+    for (int64_t e = 0; e < Ev; ++e) s += dout.p[i * dout.rs + e] * o.p[i * o.rs + e];
+    w.D[static_cast<size_t>(i)] = s;
+  }
+  for (int64_t j0 = 0; j0 < S; j0 += kBc) {
+    const int64_t bc = std::min(kBc, S - j0);
+    // Causal: query rows before j0 see none of these keys.
+    for (int64_t i0 = causal ? (std::min(j0, L) / kBr) * kBr : 0; i0 < L; i0 += kBr) {
+      const int64_t br = std::min(kBr, L - i0);
+      const T* qi = q.p + i0 * q.rs;
+      const T* doi = dout.p + i0 * dout.rs;
+      tile_gemm<T>(false, true, br, bc, E, scale, qi, q.rs, k.p + j0 * k.rs, k.rs, T(0), w.p.data(), kBc, w.scratch);
       for (int64_t r = 0; r < br; ++r) {
-        T* s = sbuf.data() + r * kBc;
-        rm.apply(s, i0 + r, j0, bc);
-        T mnew = std::max(m[r], row_max(s, bc));
-        if (mnew == ninf) {  // nothing visible to this row yet
+        T* s = w.p.data() + r * kBc;
+        T li = lb[i0 + r];
+        if (li == ninf) {  // a fully masked row: no gradient flows through it
           std::fill(s, s + bc, T(0));
           continue;
         }
-        T corr = vec_math::exp(m[r] - mnew);
-        l[r] = l[r] * corr + exp_shifted(s, bc, mnew);
-        m[r] = mnew;
-        if (corr != T(1)) {
-          T* ar = acc.data() + r * Ev;
-          for (int64_t e = 0; e < Ev; ++e) ar[e] *= corr;
-        }
+        rm.apply(s, i0 + r, j0, bc);
+        exp_shifted(s, bc, li);
       }
-      // acc += p v_j   [br, Ev]
-      tile_gemm<T>(false, false, br, Ev, bc, T(1), sbuf.data(), kBc, vb + j0 * g.v_rs, g.v_rs, T(1), acc.data(), Ev,
-                   scratch);
-    }
-    T* ob = a.out_w + a.o_off[b] + i0 * a.o_rs;
-    T* lb = a.lse_w + b * L + i0;
-    for (int64_t r = 0; r < br; ++r) {
-      T inv = l[r] > T(0) ? T(1) / l[r] : T(0);
-      for (int64_t e = 0; e < Ev; ++e) ob[r * a.o_rs + e] = acc[static_cast<size_t>(r * Ev + e)] * inv;
-      lb[r] = l[r] > T(0) ? m[r] + std::log(l[r]) : ninf;
+      // dv_j += p^T dout_i   [bc, Ev]
+      tile_gemm<T>(true, false, bc, Ev, br, T(1), w.p.data(), kBc, doi, dout.rs, T(1), dv.p + j0 * dv.rs, dv.rs,
+                   w.scratch);
+      // dp = dout_i v_j^T   [br, bc]
+      tile_gemm<T>(false, true, br, bc, Ev, T(1), doi, dout.rs, v.p + j0 * v.rs, v.rs, T(0), w.dp.data(), kBc,
+                   w.scratch);
+      // ds = p * (dp - D_i), in place in dp
+      for (int64_t r = 0; r < br; ++r) {
+        const T* pr = w.p.data() + r * kBc;
+        T* d = w.dp.data() + r * kBc;
+        T Di = w.D[static_cast<size_t>(i0 + r)];
+        for (int64_t c = 0; c < bc; ++c) d[c] = pr[c] * (d[c] - Di);
+      }
+      // dq_i += scale * ds k_j   [br, E];  dk_j += scale * ds^T q_i   [bc, E]
+      tile_gemm<T>(false, false, br, E, bc, scale, w.dp.data(), kBc, k.p + j0 * k.rs, k.rs, T(1), dq.p + i0 * dq.rs,
+                   dq.rs, w.scratch);
+      tile_gemm<T>(true, false, bc, E, br, scale, w.dp.data(), kBc, qi, q.rs, T(1), dk.p + j0 * dk.rs, dk.rs,
+                   w.scratch);
     }
   }
 }
@@ -281,101 +416,105 @@ template <class T>
 // tile and dk/dv rows from every query tile, so a batch matrix stays on one thread and nothing races.
 template <class T>
 [[gnu::always_inline]] inline void backward_tasks(const FlashArgs<T>& a, int64_t b0, int64_t b1) {
-  constexpr T ninf = -std::numeric_limits<T>::infinity();
   const SdpaGeometry& g = *a.g;
-  const int64_t L = g.L, S = g.S, E = g.E, Ev = g.Ev;
-  std::vector<T> p(static_cast<size_t>(kBr * kBc)), dp(static_cast<size_t>(kBr * kBc)), D(static_cast<size_t>(L));
-  std::vector<T> scratch;  // tile_gemm's packed operand
+  BackwardScratch<T> w;
   for (int64_t b = b0; b < b1; ++b) {
-    const T* qb = a.q + g.q_off[static_cast<size_t>(b)];
-    const T* kb = a.k + g.k_off[static_cast<size_t>(b)];
-    const T* vb = a.v + g.v_off[static_cast<size_t>(b)];
-    const T* dob = a.dout + a.do_off[b];
-    const T* ob = a.out + a.o_off[b];
-    const T* lb = a.lse + b * L;
-    T* dqb = a.dq + a.dq_off[b];
-    T* dkb = a.dk + a.dk_off[b];
-    T* dvb = a.dv + a.dv_off[b];
-    for (int64_t i = 0; i < L; ++i) std::fill(dqb + i * a.dq_rs, dqb + i * a.dq_rs + E, T(0));
-    for (int64_t j = 0; j < S; ++j) std::fill(dkb + j * a.dk_rs, dkb + j * a.dk_rs + E, T(0));
-    for (int64_t j = 0; j < S; ++j) std::fill(dvb + j * a.dv_rs, dvb + j * a.dv_rs + Ev, T(0));
-    for (int64_t i = 0; i < L; ++i) {
-      T s = 0;
-      for (int64_t e = 0; e < Ev; ++e) s += dob[i * a.do_rs + e] * ob[i * a.o_rs + e];
-      D[static_cast<size_t>(i)] = s;
-    }
-    RowMask<T> rm = row_mask<T>(g, *a.mask, a.causal, b);
-    for (int64_t j0 = 0; j0 < S; j0 += kBc) {
-      const int64_t bc = std::min(kBc, S - j0);
-      // Causal: query rows before j0 see none of these keys.
-      for (int64_t i0 = a.causal ? (std::min(j0, L) / kBr) * kBr : 0; i0 < L; i0 += kBr) {
-        const int64_t br = std::min(kBr, L - i0);
-        const T* qi = qb + i0 * g.q_rs;
-        const T* doi = dob + i0 * a.do_rs;
-        tile_gemm<T>(false, true, br, bc, E, a.scale, qi, g.q_rs, kb + j0 * g.k_rs, g.k_rs, T(0), p.data(), kBc,
-                     scratch);
-        for (int64_t r = 0; r < br; ++r) {
-          T* s = p.data() + r * kBc;
-          T li = lb[i0 + r];
-          if (li == ninf) {  // a fully masked row: no gradient flows through it
-            std::fill(s, s + bc, T(0));
-            continue;
-          }
-          rm.apply(s, i0 + r, j0, bc);
-          exp_shifted(s, bc, li);
-        }
-        // dv_j += p^T dout_i   [bc, Ev]
-        tile_gemm<T>(true, false, bc, Ev, br, T(1), p.data(), kBc, doi, a.do_rs, T(1), dvb + j0 * a.dv_rs, a.dv_rs, scratch);
-        // dp = dout_i v_j^T   [br, bc]
-        tile_gemm<T>(false, true, br, bc, Ev, T(1), doi, a.do_rs, vb + j0 * g.v_rs, g.v_rs, T(0), dp.data(), kBc,
-                     scratch);
-        // ds = p * (dp - D_i), in place in dp
-        for (int64_t r = 0; r < br; ++r) {
-          const T* pr = p.data() + r * kBc;
-          T* d = dp.data() + r * kBc;
-          T Di = D[static_cast<size_t>(i0 + r)];
-          for (int64_t c = 0; c < bc; ++c) d[c] = pr[c] * (d[c] - Di);
-        }
-        // dq_i += scale * ds k_j   [br, E];  dk_j += scale * ds^T q_i   [bc, E]
-        tile_gemm<T>(false, false, br, E, bc, a.scale, dp.data(), kBc, kb + j0 * g.k_rs, g.k_rs, T(1), dqb + i0 * a.dq_rs, a.dq_rs,
-                     scratch);
-        tile_gemm<T>(true, false, bc, E, br, a.scale, dp.data(), kBc, qi, g.q_rs, T(1), dkb + j0 * a.dk_rs, a.dk_rs,
-                     scratch);
-      }
-    }
+    const size_t bi = static_cast<size_t>(b);
+    backward_matrix(g, Rows<T>{a.q + g.q_off[bi], g.q_rs}, Rows<T>{a.k + g.k_off[bi], g.k_rs},
+                    Rows<T>{a.v + g.v_off[bi], g.v_rs}, Rows<T>{a.out + a.o_off[b], a.o_rs},
+                    Rows<T>{a.dout + a.do_off[b], a.do_rs}, a.lse + b * g.L, OutRows<T>{a.dq + a.dq_off[b], a.dq_rs},
+                    OutRows<T>{a.dk + a.dk_off[b], a.dk_rs}, OutRows<T>{a.dv + a.dv_off[b], a.dv_rs},
+                    row_mask<T>(g, *a.mask, a.causal, b), a.scale, a.causal, w);
   }
 }
 
-// float32 gets AVX2/AVX-512 clones of the task loops (the tile loops and vec_math inline into them).
+// bfloat16/float16 backward: a batch matrix's operands are widened to float once, its gradients
+// accumulate in float and are rounded once into dq, dk and dv.
+template <class S>
+[[gnu::always_inline]] inline void backward_tasks_reduced(const FlashArgs<float, S>& a, int64_t b0, int64_t b1) {
+  const SdpaGeometry& g = *a.g;
+  const int64_t L = g.L, S_ = g.S, E = g.E, Ev = g.Ev;
+  BackwardScratch<float> w;
+  std::vector<float> qf(static_cast<size_t>(L * E)), kf(static_cast<size_t>(S_ * E)), vf(static_cast<size_t>(S_ * Ev)),
+      of(static_cast<size_t>(L * Ev)), dof(static_cast<size_t>(L * Ev)), dqf(static_cast<size_t>(L * E)),
+      dkf(static_cast<size_t>(S_ * E)), dvf(static_cast<size_t>(S_ * Ev));
+  for (int64_t b = b0; b < b1; ++b) {
+    const size_t bi = static_cast<size_t>(b);
+    widen_rows(a.q + g.q_off[bi], g.q_rs, L, E, qf.data());
+    widen_rows(a.k + g.k_off[bi], g.k_rs, S_, E, kf.data());
+    widen_rows(a.v + g.v_off[bi], g.v_rs, S_, Ev, vf.data());
+    widen_rows(a.out + a.o_off[b], a.o_rs, L, Ev, of.data());
+    widen_rows(a.dout + a.do_off[b], a.do_rs, L, Ev, dof.data());
+    backward_matrix(g, Rows<float>{qf.data(), E}, Rows<float>{kf.data(), E}, Rows<float>{vf.data(), Ev},
+                    Rows<float>{of.data(), Ev}, Rows<float>{dof.data(), Ev}, a.lse + b * L,
+                    OutRows<float>{dqf.data(), E}, OutRows<float>{dkf.data(), E}, OutRows<float>{dvf.data(), Ev},
+                    row_mask<float, S>(g, *a.mask, a.causal, b), a.scale, a.causal, w);
+    round_rows(dqf.data(), L, E, a.dq + a.dq_off[b], a.dq_rs);
+    round_rows(dkf.data(), S_, E, a.dk + a.dk_off[b], a.dk_rs);
+    round_rows(dvf.data(), S_, Ev, a.dv + a.dv_off[b], a.dv_rs);
+  }
+}
+
+// float32 (and the 16-bit dtypes, which compute in float) get AVX2/AVX-512 clones of the task
+// loops (the tile loops and vec_math inline into them).
 GRAFT_VECTOR_CLONES void forward_tasks_f32(const FlashArgs<float>& a, int64_t t0, int64_t t1) {
   forward_tasks<float>(a, t0, t1);
 }
 GRAFT_VECTOR_CLONES void backward_tasks_f32(const FlashArgs<float>& a, int64_t b0, int64_t b1) {
   backward_tasks<float>(a, b0, b1);
 }
-template <class T>
-void run_forward_tasks(const FlashArgs<T>& a, int64_t t0, int64_t t1) {
-  if constexpr (std::is_same_v<T, float>) forward_tasks_f32(a, t0, t1);
+GRAFT_VECTOR_CLONES void forward_tasks_bf16(const FlashArgs<float, BFloat16>& a, int64_t t0, int64_t t1) {
+  forward_tasks_reduced<BFloat16>(a, t0, t1);
+}
+GRAFT_VECTOR_CLONES void backward_tasks_bf16(const FlashArgs<float, BFloat16>& a, int64_t b0, int64_t b1) {
+  backward_tasks_reduced<BFloat16>(a, b0, b1);
+}
+GRAFT_VECTOR_CLONES void forward_tasks_f16(const FlashArgs<float, Half>& a, int64_t t0, int64_t t1) {
+  forward_tasks_reduced<Half>(a, t0, t1);
+}
+GRAFT_VECTOR_CLONES void backward_tasks_f16(const FlashArgs<float, Half>& a, int64_t b0, int64_t b1) {
+  backward_tasks_reduced<Half>(a, b0, b1);
+}
+template <class T, class S>
+void run_forward_tasks(const FlashArgs<T, S>& a, int64_t t0, int64_t t1) {
+  if constexpr (std::is_same_v<S, BFloat16>) forward_tasks_bf16(a, t0, t1);
+  else if constexpr (std::is_same_v<S, Half>) forward_tasks_f16(a, t0, t1);
+  else if constexpr (std::is_same_v<T, float>) forward_tasks_f32(a, t0, t1);
   else forward_tasks<T>(a, t0, t1);
 }
-template <class T>
-void run_backward_tasks(const FlashArgs<T>& a, int64_t b0, int64_t b1) {
-  if constexpr (std::is_same_v<T, float>) backward_tasks_f32(a, b0, b1);
+template <class T, class S>
+void run_backward_tasks(const FlashArgs<T, S>& a, int64_t b0, int64_t b1) {
+  if constexpr (std::is_same_v<S, BFloat16>) backward_tasks_bf16(a, b0, b1);
+  else if constexpr (std::is_same_v<S, Half>) backward_tasks_f16(a, b0, b1);
+  else if constexpr (std::is_same_v<T, float>) backward_tasks_f32(a, b0, b1);
   else backward_tasks<T>(a, b0, b1);
 }
 
+// The compute type of a stored dtype: float for bfloat16/float16.
+template <class S>
+using SdpaCompute = std::conditional_t<std::is_same_v<S, BFloat16> || std::is_same_v<S, Half>, float, S>;
+
+// float32, float64, bfloat16 and float16.
+template <class F>
+void dispatch_sdpa(DType t, const char* op, F&& f) {
+  if (is_reduced_floating(t))
+    dispatch_float_or_reduced(t, op, f);
+  else
+    dispatch_floating(t, op, f);
+}
+
 // The fields forward and backward share.
-template <class T>
-FlashArgs<T> flash_args(const SdpaGeometry& g, const Tensor& mask, bool causal, double scale, const Tensor& q,
-                        const Tensor& k, const Tensor& v) {
-  FlashArgs<T> a;
+template <class S>
+FlashArgs<SdpaCompute<S>, S> flash_args(const SdpaGeometry& g, const Tensor& mask, bool causal, double scale,
+                                        const Tensor& q, const Tensor& k, const Tensor& v) {
+  FlashArgs<SdpaCompute<S>, S> a;
   a.g = &g;
   a.mask = &mask;
   a.causal = causal;
-  a.scale = static_cast<T>(scale);
-  a.q = static_cast<const T*>(q.data_ptr());
-  a.k = static_cast<const T*>(k.data_ptr());
-  a.v = static_cast<const T*>(v.data_ptr());
+  a.scale = static_cast<SdpaCompute<S>>(scale);
+  a.q = static_cast<const S*>(q.data_ptr());
+  a.k = static_cast<const S*>(k.data_ptr());
+  a.v = static_cast<const S*>(v.data_ptr());
   return a;
 }
 
@@ -392,17 +531,18 @@ std::vector<Tensor> sdpa_flash_cpu(const Tensor& q0, const Tensor& k0, const Ten
   Tensor q = prepared(q0), k = prepared(k0), v = prepared(v0);
   SdpaGeometry g = plan_sdpa(q, k, v, mask, op);
   Tensor out = new_strided(g.out_sizes(), sdpa_out_strides(q, g.out_sizes()), q.dtype(), q.device());
-  Tensor lse = new_tensor(g.lse_sizes(), q.dtype(), q.device());
+  Tensor lse = new_tensor(g.lse_sizes(), sdpa_lse_dtype(q.dtype()), q.device());
   if (out.numel() == 0 && lse.numel() == 0) return {out, lse};
   std::vector<int64_t> o_off = sdpa_batch_offsets(out, g.batch);
-  dispatch_floating(q.dtype(), op, [&]<class T>() {
-    FlashArgs<T> a = flash_args<T>(g, mask, is_causal, scale, q, k, v);
-    a.out_w = static_cast<T*>(out.data_ptr());
+  dispatch_sdpa(q.dtype(), op, [&]<class S>() {
+    using T = SdpaCompute<S>;
+    auto a = flash_args<S>(g, mask, is_causal, scale, q, k, v);
+    a.out_w = static_cast<S*>(out.data_ptr());
     a.lse_w = static_cast<T*>(lse.data_ptr());
     a.o_off = o_off.data();
     a.o_rs = out.dim() >= 2 ? out.stride(-2) : 0;
     const int64_t tiles = (g.L + kBr - 1) / kBr;
-    parallel_for(0, g.B * tiles, 1, [&](int64_t t0, int64_t t1) { run_forward_tasks<T>(a, t0, t1); });
+    parallel_for(0, g.B * tiles, 1, [&](int64_t t0, int64_t t1) { run_forward_tasks(a, t0, t1); });
   });
   return {out, lse};
 }
@@ -429,25 +569,26 @@ std::vector<Tensor> sdpa_flash_backward_cpu(const Tensor& grad_out, const Tensor
   Tensor dv = new_strided(dv_sizes, sdpa_out_strides(v0, dv_sizes), q.dtype(), q.device());
   std::vector<int64_t> dq_off = sdpa_batch_offsets(dq, g.batch), dk_off = sdpa_batch_offsets(dk, g.batch),
                        dv_off = sdpa_batch_offsets(dv, g.batch);
-  dispatch_floating(q.dtype(), op, [&]<class T>() {
-    FlashArgs<T> a = flash_args<T>(g, mask, is_causal, scale, q, k, v);
-    a.out = static_cast<const T*>(oc.data_ptr());
+  dispatch_sdpa(q.dtype(), op, [&]<class S>() {
+    using T = SdpaCompute<S>;
+    auto a = flash_args<S>(g, mask, is_causal, scale, q, k, v);
+    a.out = static_cast<const S*>(oc.data_ptr());
     a.lse = static_cast<const T*>(lc.data_ptr());
-    a.dout = static_cast<const T*>(go.data_ptr());
+    a.dout = static_cast<const S*>(go.data_ptr());
     a.o_off = o_off.data();
     a.do_off = do_off.data();
     a.o_rs = oc.stride(-2);
     a.do_rs = go.stride(-2);
-    a.dq = static_cast<T*>(dq.data_ptr());
-    a.dk = static_cast<T*>(dk.data_ptr());
-    a.dv = static_cast<T*>(dv.data_ptr());
+    a.dq = static_cast<S*>(dq.data_ptr());
+    a.dk = static_cast<S*>(dk.data_ptr());
+    a.dv = static_cast<S*>(dv.data_ptr());
     a.dq_off = dq_off.data();
     a.dk_off = dk_off.data();
     a.dv_off = dv_off.data();
     a.dq_rs = dq.stride(-2);
     a.dk_rs = dk.stride(-2);
     a.dv_rs = dv.stride(-2);
-    parallel_for(0, g.B, 1, [&](int64_t b0, int64_t b1) { run_backward_tasks<T>(a, b0, b1); });
+    parallel_for(0, g.B, 1, [&](int64_t b0, int64_t b1) { run_backward_tasks(a, b0, b1); });
   });
   return {dq, dk, dv};
 }

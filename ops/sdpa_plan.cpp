@@ -122,9 +122,12 @@ SdpaGeometry plan_sdpa_backward(const Tensor& grad_out, const Tensor& q, const T
               describe(grad_out), " and out ", describe(out), " must have the output's shape ",
               shape_str(g.out_sizes()));
   GRAFT_CHECK(lse.sizes() == g.lse_sizes(), op, ": lse ", describe(lse), " must have shape ", shape_str(g.lse_sizes()));
-  for (const Tensor* t : {&grad_out, &out, &lse})
+  for (const Tensor* t : {&grad_out, &out})
     GRAFT_CHECK(t->dtype() == q.dtype() && t->device() == q.device(), op, ": ", describe(*t),
                 " must have query's dtype and device (", describe(q), ")");
+  // A 16-bit forward that ran through the float fallback (CUDA) hands back a 16-bit lse.
+  GRAFT_CHECK((lse.dtype() == sdpa_lse_dtype(q.dtype()) || lse.dtype() == q.dtype()) && lse.device() == q.device(), op,
+              ": lse ", describe(lse), " must be ", sdpa_lse_dtype(q.dtype()), " on query's device (", describe(q), ")");
   return g;
 }
 

@@ -18,6 +18,10 @@
 //    every batch and head costs no copy.
 // 4. is_causal keeps key j for query i when j <= i (top-left aligned, as PyTorch), also when L != S.
 // 5. A query row that no key may attend to has out = 0 and lse = -inf; its gradients are 0.
+// 6. lse is float32 for bfloat16/float16 operands on a device whose kernel is native in 16-bit
+//    (the CPU), as PyTorch's CPU flash attention keeps its logsumexp in the accumulation type: a
+//    16-bit lse would put a 2^-8 relative error into every recomputed probability of the backward.
+//    The backward also takes the 16-bit lse of a float-fallback forward (CUDA today).
 #include <cstdint>
 #include <vector>
 
@@ -37,6 +41,9 @@ struct SdpaGeometry {
   Shape out_sizes() const;  // batch + [L, Ev]
   Shape lse_sizes() const;  // batch + [L]
 };
+
+// The dtype of lse for operands of dtype t (invariant 6).
+inline DType sdpa_lse_dtype(DType t) { return is_reduced_floating(t) ? kFloat32 : t; }
 
 // Checks the forward's arguments (op names the caller in errors: ranks, E and S agreement, dtypes,
 // devices, the mask's dtype and broadcast shape) and returns the geometry. Operands must already

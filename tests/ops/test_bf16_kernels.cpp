@@ -308,3 +308,86 @@ TEST_CASE("16-bit elementwise ops equal the float32 result rounded once, on any 
     same(gelu(a, "tanh"), gelu(af, "tanh"));
   }
 }
+
+// max_pool2d is native in 16-bit: a max is exact, so values and indices equal float32's on the
+// same values, NCHW and channels-last, with overlapping windows; the backward accumulates each
+// position's gradient in float and rounds it once (overlapping windows hit a position twice).
+TEST_CASE("max_pool2d in bf16/f16 equals float32 exactly, and its backward rounds each sum once") {
+  for (DType dt : kLowDtypes) {
+    for (bool channels_last : {false, true}) {
+      INFO("dtype " << dt << (channels_last ? " channels-last" : " NCHW"));
+      auto x = rand_pair({2, 5, 9, 8}, dt);
+      if (channels_last) {
+        x.low = x.low.contiguous(MemoryFormat::ChannelsLast);
+        x.f32 = x.f32.contiguous(MemoryFormat::ChannelsLast);
+      }
+      for (auto [k, st, pad] : {std::tuple<int64_t, int64_t, int64_t>{2, 2, 0}, {3, 2, 1}}) {
+        auto lo = ops::max_pool2d_with_indices(x.low, {k, k}, {st, st}, {pad, pad});
+        auto hi = ops::max_pool2d_with_indices(x.f32, {k, k}, {st, st}, {pad, pad});
+        REQUIRE(lo[0].dtype() == dt);
+        CHECK(lo[0].is_contiguous(MemoryFormat::ChannelsLast) == channels_last);
+        CHECK(lo[0].to(kFloat32).to_vector<float>() == hi[0].to_vector<float>());
+        CHECK(lo[1].to_vector<int64_t>() == hi[1].to_vector<int64_t>());
+        auto g = rand_pair(lo[0].sizes(), dt);
+        Tensor gi = ops::max_pool2d_backward(g.low, x.low, lo[1]);
+        REQUIRE(gi.dtype() == dt);
+        CHECK(gi.to(kFloat32).to_vector<float>() ==
+              ops::max_pool2d_backward(g.f32, x.f32, hi[1]).to(dt).to(kFloat32).to_vector<float>());
+      }
+    }
+  }
+}
+
+// A conv bias gradient: a channels-last 16-bit tensor summed over N, H, W, read in place.
+TEST_CASE("sum of a channels-last bf16/f16 tensor over N, H, W equals the float32 sum rounded once") {
+  for (DType dt : kLowDtypes) {
+    INFO("dtype " << dt);
+    auto x = rand_pair({8, 24, 7, 5}, dt);
+    Tensor xl = x.low.contiguous(MemoryFormat::ChannelsLast);
+    CHECK(xl.sum({0, 2, 3}).to(kFloat32).to_vector<float>() == x.f32.sum({0, 2, 3}).to(dt).to(kFloat32).to_vector<float>());
+    CHECK(xl.sum({0, 2, 3}, false, kFloat32).to_vector<float>() == x.f32.sum({0, 2, 3}).to_vector<float>());
+  }
+}
+
+// Fused attention in 16-bit: the tiles run in float on the widened operands, so out and the
+// gradients are the float32 kernel's on the same values rounded once (up to float sums' order,
+// which is the same kernel's), and lse is float32 (as PyTorch's CPU kernel) and equal to float's.
+TEST_CASE("_sdpa_flash and its backward in bf16/f16 are float32's on the same values, rounded once") {
+  for (DType dt : kLowDtypes) {
+    for (bool causal : {false, true}) {
+      INFO("dtype " << dt << (causal ? " causal" : ""));
+      // Heads read from [N, L, H, D] views (MultiheadAttention's layout), L > one 64-row tile.
+      auto q = rand_pair({2, 70, 3, 16}, dt), k = rand_pair({2, 70, 3, 16}, dt), v = rand_pair({2, 70, 3, 8}, dt);
+      auto heads = [](const Tensor& t) { return t.transpose(1, 2); };
+      Tensor add_mask = (randn({70, 70}) * 0.5).to(dt);
+      for (bool masked : {false, true}) {
+        Tensor ml = masked ? add_mask : Tensor(), mf = masked ? add_mask.to(kFloat32) : Tensor();
+        auto lo = ops::_sdpa_flash(heads(q.low), heads(k.low), heads(v.low), ml, causal, 0.25);
+        auto hi = ops::_sdpa_flash(heads(q.f32), heads(k.f32), heads(v.f32), mf, causal, 0.25);
+        REQUIRE(lo[0].dtype() == dt);
+        REQUIRE(lo[1].dtype() == kFloat32);
+        CHECK(lo[0].to(kFloat32).to_vector<float>() == hi[0].to(dt).to(kFloat32).to_vector<float>());
+        CHECK(lo[1].to_vector<float>() == hi[1].to_vector<float>());
+        auto g = rand_pair(lo[0].sizes(), dt);
+        auto glo = ops::_sdpa_flash_backward(g.low, heads(q.low), heads(k.low), heads(v.low), lo[0], lo[1], ml,
+                                             causal, 0.25);
+        // The float reference reads the 16-bit out (what the 16-bit backward sees).
+        auto ghi = ops::_sdpa_flash_backward(g.f32, heads(q.f32), heads(k.f32), heads(v.f32), lo[0].to(kFloat32),
+                                             hi[1], mf, causal, 0.25);
+        for (int i = 0; i < 3; ++i) {
+          REQUIRE(glo[i].dtype() == dt);
+          CHECK(glo[i].to(kFloat32).to_vector<float>() == ghi[i].to(dt).to(kFloat32).to_vector<float>());
+        }
+      }
+    }
+    // Through autograd under autocast, against float32 on the same values.
+    auto x = rand_pair({2, 3, 20, 16}, dt);
+    x.low.requires_grad_();
+    x.f32.requires_grad_();
+    Tensor y = graft::scaled_dot_product_attention(x.low, x.low, x.low);
+    CHECK(y.dtype() == dt);
+    y.sum().backward();
+    graft::scaled_dot_product_attention(x.f32, x.f32, x.f32).sum().backward();
+    check_close(x.low.grad(), x.f32.grad(), Tolerance{.rtol = tol_for(dt).rtol, .atol = 5e-2, .check_dtype = false});
+  }
+}

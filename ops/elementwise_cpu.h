@@ -92,6 +92,12 @@ template <> struct CpuFastPath<math::Tanh> {  // oneDNN's eltwise tanh
 template <> struct CpuFastPath<math::Gelu> {  // exact GELU in 16-lane vectors
   static Tensor run(const Tensor& self, GeluApproximate approximate);
 };
+template <> struct CpuFastPath<math::Relu> {  // 16-bit: a selection on the raw bits
+  static Tensor run(const Tensor& self);
+};
+template <> struct CpuFastPath<math::ThresholdBackward> {  // 16-bit, threshold 0: likewise
+  static Tensor run(const Tensor& grad, const Tensor& self, Scalar threshold);
+};
 template <> struct CpuFastPath<math::GeluBackward> {
   static Tensor run(const Tensor& grad, const Tensor& self, GeluApproximate approximate);
 };

@@ -11,6 +11,8 @@
 #include "ops/kernel_utils.h"
 #include "ops/reduced_float.h"
 #include "ops/vec_math.h"
+#include "runtime/cpu_isa.h"
+#include "runtime/memory_format.h"
 #include "runtime/parallel.h"
 
 namespace graft::kernels {
@@ -135,6 +137,114 @@ Tensor CpuFastPath<math::GeluBackward>::run(const Tensor& grad, const Tensor& x,
   const float* xp = static_cast<const float*>(x.data_ptr());
   float* yp = static_cast<float*>(y.data_ptr());
   parallel_for(0, x.numel(), kMathGrain, [&](int64_t b, int64_t e) { gelu_backward_f32(gp + b, xp + b, yp + b, e - b); });
+  return y;
+}
+
+// ---- relu and its backward on 16-bit bits ----
+//
+// relu(x) = x < 0 ? 0 : x and threshold_backward(g, x, 0) = x <= 0 ? 0 : g are selections, so in
+// bfloat16/float16 the float computation rounded once is the input's own bits, except that a NaN
+// leaves the float path canonical (sign | quiet bit, half_types.h): on the raw 16 bits these are
+// a few integer operations over 32 lanes, with no conversion. Same bits as the functor (tested).
+namespace {
+
+bool dense_16_layout(const Tensor& t) {
+  return t.defined() && is_reduced_floating(t.dtype()) && is_non_overlapping_and_dense(t.sizes(), t.strides());
+}
+
+// kInf: the dtype's +inf bits (a magnitude above it is NaN); kQnan: its canonical quiet NaN.
+template <uint16_t kInf, uint16_t kQnan>
+[[gnu::always_inline]] inline uint16_t canonical_nan(uint16_t v) {
+  return (v & 0x7FFF) > kInf ? static_cast<uint16_t>((v & 0x8000) | kQnan) : v;
+}
+template <uint16_t kInf, uint16_t kQnan>
+[[gnu::always_inline]] inline void relu_bits(const uint16_t* x, uint16_t* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const uint16_t v = x[i], mag = v & 0x7FFF;
+    const bool negative = (v & 0x8000) && mag != 0 && mag <= kInf;  // -0 stays -0, as v < 0 is false
+    y[i] = negative ? uint16_t{0} : canonical_nan<kInf, kQnan>(v);
+  }
+}
+template <uint16_t kInf, uint16_t kQnan>
+[[gnu::always_inline]] inline void threshold_backward_bits(const uint16_t* g, const uint16_t* x, uint16_t* y,
+                                                           int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const uint16_t v = x[i], mag = v & 0x7FFF;
+    const bool at_most_zero = mag == 0 || ((v & 0x8000) && mag <= kInf);  // NaN <= 0 is false
+    y[i] = at_most_zero ? uint16_t{0} : canonical_nan<kInf, kQnan>(g[i]);
+  }
+}
+
+using BitsUnary = void (*)(const uint16_t*, uint16_t*, int64_t);
+using BitsBinary = void (*)(const uint16_t*, const uint16_t*, uint16_t*, int64_t);
+template <uint16_t kInf, uint16_t kQnan>
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void relu_bits_avx512(const uint16_t* x, uint16_t* y, int64_t n) {
+  relu_bits<kInf, kQnan>(x, y, n);
+}
+template <uint16_t kInf, uint16_t kQnan>
+__attribute__((target("avx2"))) void relu_bits_avx2(const uint16_t* x, uint16_t* y, int64_t n) {
+  relu_bits<kInf, kQnan>(x, y, n);
+}
+template <uint16_t kInf, uint16_t kQnan>
+void relu_bits_generic(const uint16_t* x, uint16_t* y, int64_t n) {
+  relu_bits<kInf, kQnan>(x, y, n);
+}
+template <uint16_t kInf, uint16_t kQnan>
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void threshold_backward_bits_avx512(const uint16_t* g,
+                                                                                       const uint16_t* x, uint16_t* y,
+                                                                                       int64_t n) {
+  threshold_backward_bits<kInf, kQnan>(g, x, y, n);
+}
+template <uint16_t kInf, uint16_t kQnan>
+__attribute__((target("avx2"))) void threshold_backward_bits_avx2(const uint16_t* g, const uint16_t* x, uint16_t* y,
+                                                                  int64_t n) {
+  threshold_backward_bits<kInf, kQnan>(g, x, y, n);
+}
+template <uint16_t kInf, uint16_t kQnan>
+void threshold_backward_bits_generic(const uint16_t* g, const uint16_t* x, uint16_t* y, int64_t n) {
+  threshold_backward_bits<kInf, kQnan>(g, x, y, n);
+}
+
+template <uint16_t kInf, uint16_t kQnan>
+BitsUnary pick_relu() {
+  const CpuIsa isa = cpu_isa();
+  return isa >= CpuIsa::Avx512Core ? &relu_bits_avx512<kInf, kQnan>
+         : isa >= CpuIsa::Avx2     ? &relu_bits_avx2<kInf, kQnan>
+                                   : &relu_bits_generic<kInf, kQnan>;
+}
+template <uint16_t kInf, uint16_t kQnan>
+BitsBinary pick_threshold_backward() {
+  const CpuIsa isa = cpu_isa();
+  return isa >= CpuIsa::Avx512Core ? &threshold_backward_bits_avx512<kInf, kQnan>
+         : isa >= CpuIsa::Avx2     ? &threshold_backward_bits_avx2<kInf, kQnan>
+                                   : &threshold_backward_bits_generic<kInf, kQnan>;
+}
+constexpr uint16_t kBf16Inf = 0x7F80, kBf16Qnan = 0x7FC0, kF16Inf = 0x7C00, kF16Qnan = 0x7E00;
+
+const uint16_t* bits_of(const Tensor& t) { return static_cast<const uint16_t*>(t.data_ptr()); }
+
+}  // namespace
+
+Tensor CpuFastPath<math::Relu>::run(const Tensor& x) {
+  if (!dense_16_layout(x)) return Tensor();
+  const BitsUnary f = x.dtype() == kBFloat16 ? pick_relu<kBf16Inf, kBf16Qnan>() : pick_relu<kF16Inf, kF16Qnan>();
+  Tensor y = new_tensor_in_format(x, MemoryFormat::Preserve);
+  const uint16_t* xp = bits_of(x);
+  uint16_t* yp = static_cast<uint16_t*>(y.data_ptr());
+  parallel_for(0, x.numel(), kGrainSize, [&](int64_t b, int64_t e) { f(xp + b, yp + b, e - b); });
+  return y;
+}
+
+Tensor CpuFastPath<math::ThresholdBackward>::run(const Tensor& grad, const Tensor& x, Scalar threshold) {
+  if (!dense_16_layout(x) || !dense_16_layout(grad) || grad.dtype() != x.dtype() || grad.sizes() != x.sizes() ||
+      grad.strides() != x.strides() || threshold.to_double() != 0.0)
+    return Tensor();
+  const BitsBinary f = x.dtype() == kBFloat16 ? pick_threshold_backward<kBf16Inf, kBf16Qnan>()
+                                              : pick_threshold_backward<kF16Inf, kF16Qnan>();
+  Tensor y = new_tensor_in_format(x, MemoryFormat::Preserve);
+  const uint16_t *gp = bits_of(grad), *xp = bits_of(x);
+  uint16_t* yp = static_cast<uint16_t*>(y.data_ptr());
+  parallel_for(0, x.numel(), kGrainSize, [&](int64_t b, int64_t e) { f(gp + b, xp + b, yp + b, e - b); });
   return y;
 }
 

@@ -53,12 +53,18 @@ constexpr size_t kHugePage = size_t{2} << 20;
 // a training step frees and reallocates the same activation sizes every step, and a fresh block
 // costs its page faults and the kernel's zeroing again (a quarter of a channels-last CNN step,
 // measured with perf). Small blocks are left to malloc, which already reuses them.
+// Medium blocks (kMediumMin up to 2 MiB) are cached the same way, rounded to whole 4 KiB pages:
+// left to malloc, each was an mmap/munmap or a heap trim per use, and its pages faulted and zeroed
+// again every step (a quarter of the bf16 CNN step's time was the kernel's page-fault path, whose
+// halved activations fall below 2 MiB).
 // Small blocks (header included, up to kSmallMax) are kept per thread in one free list per
 // 64-byte size class: aligned_alloc's memalign path splits and coalesces chunks on every call,
 // and a graph of tiny ops allocates one block per op (engine_us_per_op: a third of its time was
 // malloc/free). A list holds at most kSmallPerClass blocks; a block freed on another thread joins
 // that thread's lists. A thread's lists are freed when it exits; a block released after that (a
 // storage outliving its thread's teardown) goes straight to free().
+constexpr size_t kMediumMin = size_t{256} << 10;
+constexpr size_t kPage = 4096;
 constexpr size_t kSmallMax = 1024;
 constexpr size_t kSmallClasses = kSmallMax / kAlign;
 #if defined(__SANITIZE_ADDRESS__)
@@ -95,7 +101,7 @@ class HostAllocator final : public Allocator {
   DataPtr allocate(size_t nbytes) override {
     size_t total = block_bytes(nbytes);
     const bool huge = total >= kHugePage;
-    void* raw = huge ? take_cached(total) : take_small(total);
+    void* raw = total >= kMediumMin ? take_cached(total) : take_small(total);
     if (!raw) {
       raw = std::aligned_alloc(huge ? kHugePage : kAlign, total);
 #ifdef MADV_HUGEPAGE
@@ -130,10 +136,12 @@ class HostAllocator final : public Allocator {
 
  private:
   // Header plus payload; blocks of 2 MiB and more round up to whole huge pages (aligned_alloc
-  // wants a multiple of the alignment).
+  // wants a multiple of the alignment), medium ones to whole pages.
   static size_t block_bytes(size_t nbytes) {
     size_t total = ((nbytes + kAlign - 1) / kAlign) * kAlign + kAlign;
-    return total >= kHugePage ? (total + kHugePage - 1) / kHugePage * kHugePage : total;
+    if (total >= kHugePage) return (total + kHugePage - 1) / kHugePage * kHugePage;
+    if (total >= kMediumMin) return (total + kPage - 1) / kPage * kPage;
+    return total;
   }
   static void* take_small(size_t total) {
     if (kSmallPerClass == 0 || total > kSmallMax || tl_small_cache_gone) return nullptr;
@@ -169,7 +177,7 @@ class HostAllocator final : public Allocator {
     self->stats_.on_free(static_cast<int64_t>(nbytes));
     size_t total = block_bytes(nbytes);
     if (keep_small(raw, total)) return;
-    if (total >= kHugePage) {
+    if (total >= kMediumMin) {
       std::lock_guard<std::mutex> lock(self->cache_mu_);
       if (self->cached_bytes_ + total <= kHugeCacheBytes) {
         self->cache_.emplace(total, raw);
@@ -181,7 +189,7 @@ class HostAllocator final : public Allocator {
   }
   AtomicStats stats_;
   mutable std::mutex cache_mu_;
-  std::multimap<size_t, void*> cache_;  // total bytes -> free block (huge pages only)
+  std::multimap<size_t, void*> cache_;  // total bytes -> free block (medium and huge blocks)
   size_t cached_bytes_ = 0;
 };
 

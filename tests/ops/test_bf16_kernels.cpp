@@ -14,6 +14,7 @@
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "graft.h"
@@ -389,5 +390,37 @@ TEST_CASE("_sdpa_flash and its backward in bf16/f16 are float32's on the same va
     y.sum().backward();
     graft::scaled_dot_product_attention(x.f32, x.f32, x.f32).sum().backward();
     check_close(x.low.grad(), x.f32.grad(), Tolerance{.rtol = tol_for(dt).rtol, .atol = 5e-2, .check_dtype = false});
+  }
+}
+
+// relu and threshold_backward(·, ·, 0) on 16-bit tensors select raw bits (ops/unary.cpp): the
+// same bits as float32's result rounded once, NaN payloads, signed zeros, infinities and
+// subnormals included, contiguous and channels-last, and the generic loop for other thresholds.
+TEST_CASE("16-bit relu and threshold_backward equal float32's result rounded, on special values") {
+  for (DType dt : kLowDtypes) {
+    INFO(dt);
+    const bool bf = dt == kBFloat16;
+    // Bit patterns: +-0, +-1, +-inf, subnormals, quiet and signalling NaNs with payloads, both signs.
+    std::vector<uint16_t> bits = {0x0000, 0x8000, 0x3F80, 0xBF80, 0x0001, 0x8001, 0x3C00, 0xBC00};
+    for (uint16_t b : bf ? std::vector<uint16_t>{0x7F80, 0xFF80, 0x7FC1, 0xFFC3, 0x7F81, 0xFF85}
+                         : std::vector<uint16_t>{0x7C00, 0xFC00, 0x7E01, 0xFE03, 0x7C01, 0xFC05})
+      bits.push_back(b);
+    while (bits.size() < 2 * 3 * 4 * 5) bits.push_back(static_cast<uint16_t>(bits.size() * 2654435761u >> 7));
+    Tensor x = ops::empty({2, 3, 4, 5}, dt);
+    std::memcpy(x.data_ptr(), bits.data(), bits.size() * 2);
+    Tensor g = x.transpose(2, 3).contiguous().view({2, 3, 4, 5});  // the same values in another order
+    auto same_bits = [&](const Tensor& got, const Tensor& want) {
+      REQUIRE(got.dtype() == dt);
+      Tensor a = got.contiguous(), b = want.to(dt).contiguous();
+      CHECK(std::memcmp(a.data_ptr(), b.data_ptr(), static_cast<size_t>(a.numel()) * 2) == 0);
+    };
+    for (bool cl : {false, true}) {
+      Tensor xs = cl ? x.contiguous(MemoryFormat::ChannelsLast) : x, gs = cl ? g.contiguous(MemoryFormat::ChannelsLast) : g;
+      Tensor r = ops::relu(xs);
+      CHECK(r.strides() == xs.strides());
+      same_bits(r, ops::relu(xs.to(kFloat32)));
+      same_bits(ops::threshold_backward(gs, xs, 0), ops::threshold_backward(gs.to(kFloat32), xs.to(kFloat32), 0));
+      same_bits(ops::threshold_backward(gs, xs, 0.5), ops::threshold_backward(gs.to(kFloat32), xs.to(kFloat32), 0.5));
+    }
   }
 }

@@ -87,6 +87,30 @@ TEST_CASE("freed blocks of 2 MiB and more are reused by size; reserved counts th
 #endif
 }
 
+TEST_CASE("freed blocks of 256 KiB to 2 MiB are reused by page-rounded size") {
+  empty_cache(kCPU);
+  MemoryStats s0 = memory_stats(kCPU);
+  void* first = nullptr;
+  {
+    Tensor mid = ops::empty({400 << 10}, kBFloat16);  // 800 KiB + the 64-byte header: 201 pages
+    first = mid.data_ptr();
+  }
+  MemoryStats s1 = memory_stats(kCPU);
+  CHECK(s1.allocated_bytes == s0.allocated_bytes);
+#if defined(__SANITIZE_ADDRESS__)
+  CHECK(s1.reserved_bytes == s1.allocated_bytes);
+#else
+  CHECK(s1.reserved_bytes == s1.allocated_bytes + 201 * 4096);
+  {
+    Tensor again = ops::empty({400 << 10}, kBFloat16);
+    CHECK(again.data_ptr() == first);
+  }
+  empty_cache(kCPU);
+  MemoryStats s2 = memory_stats(kCPU);
+  CHECK(s2.reserved_bytes == s2.allocated_bytes);
+#endif
+}
+
 TEST_CASE("small blocks are reused per thread; empty_cache returns this thread's") {
   empty_cache(kCPU);
   void* first = nullptr;

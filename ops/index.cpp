@@ -189,7 +189,7 @@ Tensor gather_cpu(const Tensor& x, int64_t dim, const Tensor& index) {
   Shape xrs = RowWalk::row_strides(xst, last);
   if (dim != last) xrs[dim] = 0;  // the index supplies the position along dim
   int64_t x_inner = dim == last ? 0 : xst[last], x_dim = xst[dim];
-  dispatch_dtype(x.dtype(), "gather", [&]<class T>() {
+  dispatch_all_dtypes(x.dtype(), "gather", [&]<class T>() {  // moves elements only
     const T* xp = static_cast<const T*>(x.data_ptr());
     T* op = static_cast<T*>(out.data_ptr());
     int64_t m = w.inner_size;

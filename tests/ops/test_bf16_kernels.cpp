@@ -424,3 +424,25 @@ TEST_CASE("16-bit relu and threshold_backward equal float32's result rounded, on
     }
   }
 }
+
+// The joins and gathers move 16-bit elements as they are (no float round trip); cat promotes a
+// bf16/float32 mix to float32, as PyTorch.
+TEST_CASE("cat, stack, index_select, gather and embedding take bf16/f16 as they are") {
+  for (DType dt : kLowDtypes) {
+    INFO(dt);
+    auto a = rand_pair({3, 4}, dt), b = rand_pair({2, 4}, dt);
+    auto bits = [](const Tensor& t) { return t.to(kFloat32).to_vector<float>(); };
+    Tensor c = cat({a.low, b.low}, 0);
+    REQUIRE(c.dtype() == dt);
+    CHECK(bits(c) == cat({a.f32, b.f32}, 0).to_vector<float>());
+    CHECK(cat({a.low, b.f32}, 0).dtype() == kFloat32);
+    CHECK(bits(stack({a.low, a.low}, 1)) == stack({a.f32, a.f32}, 1).to_vector<float>());
+    Tensor idx = graft::tensor(std::vector<int64_t>{2, 0, 2}, {3});
+    CHECK(bits(index_select(a.low, 0, idx)) == index_select(a.f32, 0, idx).to_vector<float>());
+    Tensor gi = graft::tensor(std::vector<int64_t>{3, 0, 1, 1, 2, 2, 0, 3, 1, 0, 0, 3}, {3, 4});
+    Tensor g = gather(a.low, 1, gi);
+    REQUIRE(g.dtype() == dt);
+    CHECK(bits(g) == gather(a.f32, 1, gi).to_vector<float>());
+    CHECK(bits(ops::embedding(a.low, idx)) == ops::embedding(a.f32, idx).to_vector<float>());
+  }
+}

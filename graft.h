@@ -55,6 +55,7 @@
 #include "train/world.h"
 #include "train/flag_parse.h"
 #include "train/recipe.h"
+#include "train/output_paths.h"
 #include "train/make_optimizer.h"
 #include "train/staged_forward.h"
 #include "train/evaluate.h"

@@ -15,6 +15,7 @@
 #include "train/memory_timeline.h"
 #include "train/metrics_csv.h"
 #include "train/op_profile.h"
+#include "train/output_paths.h"
 #include "train/progress_bar.h"
 #include "train/save_weights.h"
 #include "train/trainer.h"
@@ -94,6 +95,13 @@ void add_callbacks(train::Trainer& t, const TrainJob& job, const data::FashionMn
 
 int train_on(TrainJob job, const train::World& world) {
   quiet_other_ranks(job, world);
+  // Before any data is read or step taken: a bad output path must not cost the run (rank 0 only;
+  // the others write nothing).
+  train::check_output_paths({{"--save", job.save},
+                             {"--metrics", job.metrics},
+                             {"--plot", job.plot},
+                             {"--graph", job.graph},
+                             {"--memory-timeline", job.memory_timeline}});
   const int64_t local_batch = split_batch(job.recipe, world);
   manual_seed(job.recipe.seed);
   place_device(job, world);

@@ -110,6 +110,12 @@ TEST_CASE("graft train reports a missing data directory and bad flags") {
     CHECK(r.out.find("expected a whole number of at least 1") != std::string::npos);
     CHECK(r.out.size() < 200);
   }
+  // An output the run could not write fails before the first step, naming the path.
+  r = cli("train --save /nonexistent-graft-dir/w.safetensors");
+  CHECK(r.exit_code != 0);
+  CHECK(r.out.find("--save /nonexistent-graft-dir/w.safetensors: directory '/nonexistent-graft-dir' does not exist") !=
+        std::string::npos);
+  CHECK(r.out.find("epoch 1") == std::string::npos);
   r = cli("train --lr -0.1");
   CHECK(r.exit_code == 2);
   CHECK(r.out.find("expected a number above 0, got -0.1") != std::string::npos);

@@ -10,6 +10,24 @@ namespace graft::optim {
 
 LRScheduler::LRScheduler(Optimizer& opt) : optimizer_(opt), base_lr_(opt.lr()) {}
 
+std::map<std::string, double> LRScheduler::state_dict() const {
+  return {{"last_epoch", static_cast<double>(last_epoch_)}, {"base_lr", base_lr_}};
+}
+
+void LRScheduler::load_state_dict(const std::map<std::string, double>& s) {
+  auto get = [&](const char* key) {
+    auto it = s.find(key);
+    GRAFT_CHECK(it != s.end(), "LRScheduler.load_state_dict: the state has no value '", key, "'");
+    return it->second;
+  };
+  const double e = get("last_epoch"), b = get("base_lr");
+  GRAFT_CHECK(e >= 0 && e == static_cast<double>(static_cast<int64_t>(e)), "LRScheduler.load_state_dict: ",
+              "'last_epoch' must be a whole number of at least 0, got ", e);
+  last_epoch_ = static_cast<int64_t>(e);
+  base_lr_ = b;
+  optimizer_.set_lr(lr_at(last_epoch_));
+}
+
 void LRScheduler::step() {
   ++last_epoch_;
   optimizer_.set_lr(lr_at(last_epoch_));

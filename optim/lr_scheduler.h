@@ -3,6 +3,8 @@
 // optimizer's lr from its own counter (last_epoch, PyTorch's name, whatever it counts): graft train
 // steps it once per optimizer step, so its periods are in steps.
 #include <cstdint>
+#include <map>
+#include <string>
 
 #include "optim/optimizer.h"
 
@@ -17,6 +19,10 @@ class LRScheduler {
   int64_t last_epoch() const { return last_epoch_; }
   double get_last_lr() const { return optimizer_.lr(); }
   double base_lr() const { return base_lr_; }
+  // {"last_epoch", "base_lr"}: with the optimizer's own state, what the next step() needs. Loading
+  // also sets the optimizer's lr to the restored epoch's (as after that many steps).
+  std::map<std::string, double> state_dict() const;
+  void load_state_dict(const std::map<std::string, double>& state);
 
  protected:
   virtual double lr_at(int64_t epoch) const = 0;

@@ -152,4 +152,125 @@ void Adam::step() {
 AdamW::AdamW(std::vector<Tensor> params, double lr, std::pair<double, double> b, double e, double wd)
     : Adam(std::move(params), lr, b, e, wd, true) {}
 
+// ---- state_dict / load_state_dict ----
+
+namespace {
+
+std::string state_key(size_t i, const char* name) { return "state." + std::to_string(i) + "." + name; }
+
+// A detached copy: the saved state must not follow later in-place steps.
+Tensor snapshot(const Tensor& t) {
+  NoGradGuard ng;
+  return ops::clone(t.detach());
+}
+
+double value_of(const OptimizerState& s, const std::string& key, const char* who) {
+  auto it = s.values.find(key);
+  GRAFT_CHECK(it != s.values.end(), who, ".load_state_dict: the state has no value '", key, "'");
+  return it->second;
+}
+
+// The state tensors of parameter i: present as a group or not at all, each shaped like the
+// parameter with the dtype its state takes (float32 for 16-bit parameters), checked before use.
+std::vector<Tensor> state_tensors(const OptimizerState& s, size_t i, const Tensor& p,
+                                  std::initializer_list<const char*> names, const char* who) {
+  std::vector<Tensor> out;
+  size_t found = 0;
+  for (const char* n : names) found += s.tensors.count(state_key(i, n));
+  if (found == 0) return out;
+  const DType want = is_reduced_floating(p.dtype()) ? kFloat32 : p.dtype();
+  for (const char* n : names) {
+    const std::string key = state_key(i, n);
+    auto it = s.tensors.find(key);
+    GRAFT_CHECK(it != s.tensors.end(), who, ".load_state_dict: parameter ", i, " has some state but no '", key, "'");
+    const Tensor& t = it->second;
+    GRAFT_CHECK(t.defined() && t.sizes() == p.sizes(), who, ".load_state_dict: '", key, "' has shape ",
+                t.defined() ? shape_str(t.sizes()) : std::string("(undefined)"), " but parameter ", i, " has shape ",
+                shape_str(p.sizes()));
+    GRAFT_CHECK(t.dtype() == want || (t.dtype() == p.dtype()), who, ".load_state_dict: '", key, "' is ", t.dtype(),
+                "; parameter ", i, " (", p.dtype(), ") keeps its state in ", want);
+    out.push_back(t);
+  }
+  return out;
+}
+
+Tensor restored(const Tensor& t, const Tensor& p) {
+  NoGradGuard ng;
+  const DType want = is_reduced_floating(p.dtype()) ? kFloat32 : p.dtype();
+  return ops::clone(t.detach().to(p.device()).to(want));
+}
+
+void check_kind(const OptimizerState& s, const std::string& kind, size_t params, const char* who) {
+  GRAFT_CHECK(s.kind == kind, who, ".load_state_dict: the state is of a '", s.kind.empty() ? "(none)" : s.kind,
+              "' optimizer, this one is '", kind, "'");
+  const double n = value_of(s, "param_count", who);
+  GRAFT_CHECK(n == static_cast<double>(params), who, ".load_state_dict: the state holds ", n,
+              " parameters, this optimizer has ", params);
+}
+
+}  // namespace
+
+OptimizerState SGD::state_dict() const {
+  OptimizerState s{"sgd", {{"lr", lr_}, {"momentum", momentum}, {"dampening", dampening}, {"weight_decay", weight_decay},
+                           {"nesterov", nesterov ? 1.0 : 0.0}, {"param_count", static_cast<double>(params_.size())}},
+                   {}};
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (momentum_buffer_[i].defined()) s.tensors[state_key(i, "momentum_buffer")] = snapshot(momentum_buffer_[i]);
+  return s;
+}
+
+void SGD::load_state_dict(const OptimizerState& s) {
+  check_kind(s, "sgd", params_.size(), "SGD");
+  std::vector<Tensor> bufs(params_.size());
+  for (size_t i = 0; i < params_.size(); ++i) {
+    auto t = state_tensors(s, i, params_[i], {"momentum_buffer"}, "SGD");
+    if (!t.empty()) bufs[i] = restored(t[0], params_[i]);
+  }
+  // Everything checked: now change the optimizer.
+  lr_ = value_of(s, "lr", "SGD");
+  momentum = value_of(s, "momentum", "SGD");
+  dampening = value_of(s, "dampening", "SGD");
+  weight_decay = value_of(s, "weight_decay", "SGD");
+  nesterov = value_of(s, "nesterov", "SGD") != 0;
+  momentum_buffer_ = std::move(bufs);
+}
+
+OptimizerState Adam::state_dict() const {
+  OptimizerState s{decoupled_ ? "adamw" : "adam",
+                   {{"lr", lr_}, {"betas.0", betas.first}, {"betas.1", betas.second}, {"eps", eps},
+                    {"weight_decay", weight_decay}, {"param_count", static_cast<double>(params_.size())}},
+                   {}};
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (!exp_avg_[i].defined()) continue;
+    s.values[state_key(i, "step")] = static_cast<double>(step_[i]);
+    s.tensors[state_key(i, "exp_avg")] = snapshot(exp_avg_[i]);
+    s.tensors[state_key(i, "exp_avg_sq")] = snapshot(exp_avg_sq_[i]);
+  }
+  return s;
+}
+
+void Adam::load_state_dict(const OptimizerState& s) {
+  const char* who = decoupled_ ? "AdamW" : "Adam";
+  check_kind(s, decoupled_ ? "adamw" : "adam", params_.size(), who);
+  std::vector<Tensor> m(params_.size()), v(params_.size());
+  std::vector<int64_t> steps(params_.size(), 0);
+  for (size_t i = 0; i < params_.size(); ++i) {
+    auto t = state_tensors(s, i, params_[i], {"exp_avg", "exp_avg_sq"}, who);
+    if (t.empty()) continue;
+    const double st = value_of(s, state_key(i, "step"), who);
+    GRAFT_CHECK(st >= 1 && st == static_cast<double>(static_cast<int64_t>(st)), who, ".load_state_dict: '",
+                state_key(i, "step"), "' must be a whole number of at least 1, got ", st);
+    m[i] = restored(t[0], params_[i]);
+    v[i] = restored(t[1], params_[i]);
+    steps[i] = static_cast<int64_t>(st);
+  }
+  lr_ = value_of(s, "lr", who);
+  betas = {value_of(s, "betas.0", who), value_of(s, "betas.1", who)};
+  eps = value_of(s, "eps", who);
+  weight_decay = value_of(s, "weight_decay", who);
+  exp_avg_ = std::move(m);
+  exp_avg_sq_ = std::move(v);
+  step_ = std::move(steps);
+}
+
 }  // namespace graft::optim

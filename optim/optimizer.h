@@ -17,12 +17,28 @@
 //    a 16-bit second moment underflows (bfloat16 keeps 8 bits of mantissa, float16 flushes
 //    below 6e-8), and float32 state costs 4 (SGD) or 8 (Adam) bytes per parameter.
 #include <cstdint>
+#include <map>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "runtime/tensor.h"
 
 namespace graft::optim {
+
+// An optimizer's training state as a value, for checkpoints and exact resume:
+//   kind     "sgd", "adam" or "adamw" (load_state_dict refuses another optimizer's state);
+//   values   "lr", the hyperparameters ("momentum", "betas.0", "eps", ...), "param_count", and
+//            "state.<i>.step" (Adam's step counts: integers, exact in a double up to 2^53);
+//   tensors  "state.<i>.exp_avg", "state.<i>.exp_avg_sq", "state.<i>.momentum_buffer" for each
+//            parameter i that has state (float32 for 16-bit parameters, invariant 3).
+// state_dict() copies the tensors (later steps never change a saved state); load_state_dict()
+// copies them back onto each parameter's device, so both sides stay independent.
+struct OptimizerState {
+  std::string kind;
+  std::map<std::string, double> values;
+  std::map<std::string, Tensor> tensors;
+};
 
 class Optimizer {
  public:
@@ -38,6 +54,11 @@ class Optimizer {
   double lr() const { return lr_; }
   void set_lr(double lr) { lr_ = lr; }
   const std::vector<Tensor>& parameters() const { return params_; }
+  // The state that makes the next step() exactly what it would have been (see OptimizerState).
+  // load_state_dict checks the kind, the parameter count and every state tensor's shape and dtype
+  // against the parameters, naming the key, before it changes anything.
+  virtual OptimizerState state_dict() const = 0;
+  virtual void load_state_dict(const OptimizerState& state) = 0;
 
   bool fused = true;  // PyTorch's fused=: one kernel per parameter where the tensors allow it
 
@@ -53,6 +74,8 @@ class SGD : public Optimizer {
   SGD(std::vector<Tensor> params, double lr, double momentum = 0, double dampening = 0, double weight_decay = 0,
       bool nesterov = false);
   void step() override;
+  OptimizerState state_dict() const override;
+  void load_state_dict(const OptimizerState& state) override;
   double momentum, dampening, weight_decay;
   bool nesterov;
 
@@ -66,6 +89,8 @@ class Adam : public Optimizer {
   Adam(std::vector<Tensor> params, double lr = 1e-3, std::pair<double, double> betas = {0.9, 0.999},
        double eps = 1e-8, double weight_decay = 0);
   void step() override;
+  OptimizerState state_dict() const override;
+  void load_state_dict(const OptimizerState& state) override;
   std::pair<double, double> betas;
   double eps, weight_decay;
 

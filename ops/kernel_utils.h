@@ -65,6 +65,14 @@ decltype(auto) dispatch_float_or_reduced(DType t, const char* op, F&& f) {
   GRAFT_ERROR(op, ": expected float32, bfloat16 or float16, got ", t);
 }
 
+// float32, float64, bfloat16 and float16: kernels that compute the 16-bit dtypes in float
+// (math::opmath_t) next to their float32/float64 paths.
+template <class F>
+decltype(auto) dispatch_floating_or_reduced(DType t, const char* op, F&& f) {
+  if (is_reduced_floating(t)) return dispatch_float_or_reduced(t, op, std::forward<F>(f));
+  return dispatch_floating(t, op, std::forward<F>(f));
+}
+
 // A fresh, contiguous, uninitialised tensor. Never dispatched, version 0.
 Tensor new_tensor(const Shape& sizes, DType dtype, Device device, bool pinned = false);
 Tensor new_tensor_like(const Tensor& t);  // same sizes/dtype/device, contiguous

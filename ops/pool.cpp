@@ -25,6 +25,7 @@
 #include "ops/cpu_parts.h"
 #include "ops/conv_pool_params.h"
 #include "ops/kernel_utils.h"
+#include "ops/math/device_math.h"
 #include "ops/reduced_float.h"
 #include "ops/ops.h"
 #include "runtime/cpu_isa.h"
@@ -41,14 +42,13 @@ int64_t plane_grain(const PoolParams& p) {
 
 // ---- max ----
 
-// What a window's elements are compared as: the type itself, float for bfloat16/float16 (exact:
-// a 16-bit float widens to float without loss, and the winner narrows back to itself).
+// Windows compare as math::opmath_t<T>: the type itself, float for bfloat16/float16 (exact: a
+// 16-bit float widens to float without loss, and the winner narrows back to itself). Gradients
+// accumulate in it too, so a position hit by several windows is rounded once, at the end.
 template <class T>
-using PoolCompare = std::conditional_t<std::is_same_v<T, BFloat16> || std::is_same_v<T, Half>, float, T>;
-// What gradients accumulate in where windows overlap: float for the 16-bit floats, so a position
-// hit by several windows is rounded once, at the end.
+using PoolCompare = math::opmath_t<T>;
 template <class T>
-using PoolAccum = PoolCompare<T>;
+using PoolAccum = math::opmath_t<T>;
 template <class A>
 constexpr A lowest_of() {
   return std::numeric_limits<A>::has_infinity ? -std::numeric_limits<A>::infinity() : std::numeric_limits<A>::lowest();
@@ -209,12 +209,9 @@ void max_pool_fwd_nhwc(const PoolParams& p, const T* x, T* y, int64_t* ind) {
   const bool narrow = narrow_ok && p.H * p.W <= std::numeric_limits<int32_t>::max();
   Pixels run = nullptr;
   if constexpr (narrow_ok) {
-    if (narrow) {
-      const CpuIsa isa = cpu_isa();
-      run = isa >= CpuIsa::Avx512Core ? &max_pool_nhwc_pixels_avx512<T, int32_t>
-            : isa >= CpuIsa::Avx2     ? &max_pool_nhwc_pixels_avx2<T, int32_t>
-                                      : &max_pool_nhwc_pixels_generic<T, int32_t>;
-    }
+    if (narrow)
+      run = pick_for_isa<Pixels>(&max_pool_nhwc_pixels_avx512<T, int32_t>, &max_pool_nhwc_pixels_avx2<T, int32_t>,
+                                 &max_pool_nhwc_pixels_generic<T, int32_t>);
   }
   if (!run) run = &max_pool_nhwc_pixels_generic<T, int64_t>;
   const int64_t grain = std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, p.C * p.kh * p.kw));
@@ -244,15 +241,6 @@ void max_pool_fill_cpu(const PoolParams& p, const Tensor& x, const Tensor& out, 
 }
 
 namespace {
-
-// The gradient kernels' dtypes: float32, float64 and, accumulating in float, bfloat16/float16.
-template <class F>
-void dispatch_pool_grad(DType t, const char* op, F&& f) {
-  if (is_reduced_floating(t))
-    dispatch_float_or_reduced(t, op, f);
-  else
-    dispatch_floating(t, op, f);
-}
 
 // Where one task's gradient accumulates: straight in the output for float32/float64, in a float
 // row for the 16-bit floats, rounded into the output once when the row is finished.
@@ -287,7 +275,7 @@ Tensor max_pool2d_backward_nhwc(const Tensor& grad_out, const Tensor& input, con
   Tensor ix = contiguous_in_format(indices, MemoryFormat::ChannelsLast);
   std::atomic<bool> any_bad{false};
   std::atomic<int64_t> bad{0};
-  dispatch_pool_grad(grad_out.dtype(), "max_pool2d_backward", [&]<class T>() {
+  dispatch_floating_or_reduced(grad_out.dtype(), "max_pool2d_backward", [&]<class T>() {
     using A = PoolAccum<T>;
     const T* g = static_cast<const T*>(go.data_ptr());
     const int64_t* id = ix.data_ptr<int64_t>();
@@ -420,7 +408,7 @@ Tensor max_pool2d_backward_cpu(const Tensor& grad_out, const Tensor& input, cons
   // Checked after the loop: an exception cannot leave a parallel region.
   std::atomic<bool> any_bad{false};
   std::atomic<int64_t> bad{0};
-  dispatch_pool_grad(grad_out.dtype(), op, [&]<class T>() {
+  dispatch_floating_or_reduced(grad_out.dtype(), op, [&]<class T>() {
     using A = PoolAccum<T>;
     const T* g = static_cast<const T*>(go.data_ptr());
     const int64_t* id = ix.data_ptr<int64_t>();

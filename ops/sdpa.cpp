@@ -26,6 +26,7 @@
 
 #include "ops/cpu_kernels.h"
 #include "ops/kernel_utils.h"
+#include "ops/math/device_math.h"
 #include "ops/ops.h"
 #include "ops/reduced_float.h"
 #include "ops/sdpa_plan.h"
@@ -492,16 +493,7 @@ void run_backward_tasks(const FlashArgs<T, S>& a, int64_t b0, int64_t b1) {
 
 // The compute type of a stored dtype: float for bfloat16/float16.
 template <class S>
-using SdpaCompute = std::conditional_t<std::is_same_v<S, BFloat16> || std::is_same_v<S, Half>, float, S>;
-
-// float32, float64, bfloat16 and float16.
-template <class F>
-void dispatch_sdpa(DType t, const char* op, F&& f) {
-  if (is_reduced_floating(t))
-    dispatch_float_or_reduced(t, op, f);
-  else
-    dispatch_floating(t, op, f);
-}
+using SdpaCompute = math::opmath_t<S>;
 
 // The fields forward and backward share.
 template <class S>
@@ -534,7 +526,7 @@ std::vector<Tensor> sdpa_flash_cpu(const Tensor& q0, const Tensor& k0, const Ten
   Tensor lse = new_tensor(g.lse_sizes(), sdpa_lse_dtype(q.dtype()), q.device());
   if (out.numel() == 0 && lse.numel() == 0) return {out, lse};
   std::vector<int64_t> o_off = sdpa_batch_offsets(out, g.batch);
-  dispatch_sdpa(q.dtype(), op, [&]<class S>() {
+  dispatch_floating_or_reduced(q.dtype(), op, [&]<class S>() {
     using T = SdpaCompute<S>;
     auto a = flash_args<S>(g, mask, is_causal, scale, q, k, v);
     a.out_w = static_cast<S*>(out.data_ptr());
@@ -569,7 +561,7 @@ std::vector<Tensor> sdpa_flash_backward_cpu(const Tensor& grad_out, const Tensor
   Tensor dv = new_strided(dv_sizes, sdpa_out_strides(v0, dv_sizes), q.dtype(), q.device());
   std::vector<int64_t> dq_off = sdpa_batch_offsets(dq, g.batch), dk_off = sdpa_batch_offsets(dk, g.batch),
                        dv_off = sdpa_batch_offsets(dv, g.batch);
-  dispatch_sdpa(q.dtype(), op, [&]<class S>() {
+  dispatch_floating_or_reduced(q.dtype(), op, [&]<class S>() {
     using T = SdpaCompute<S>;
     auto a = flash_args<S>(g, mask, is_causal, scale, q, k, v);
     a.out = static_cast<const S*>(oc.data_ptr());

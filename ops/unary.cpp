@@ -207,17 +207,14 @@ void threshold_backward_bits_generic(const uint16_t* g, const uint16_t* x, uint1
 
 template <uint16_t kInf, uint16_t kQnan>
 BitsUnary pick_relu() {
-  const CpuIsa isa = cpu_isa();
-  return isa >= CpuIsa::Avx512Core ? &relu_bits_avx512<kInf, kQnan>
-         : isa >= CpuIsa::Avx2     ? &relu_bits_avx2<kInf, kQnan>
-                                   : &relu_bits_generic<kInf, kQnan>;
+  return pick_for_isa<BitsUnary>(&relu_bits_avx512<kInf, kQnan>, &relu_bits_avx2<kInf, kQnan>,
+                                 &relu_bits_generic<kInf, kQnan>);
 }
 template <uint16_t kInf, uint16_t kQnan>
 BitsBinary pick_threshold_backward() {
-  const CpuIsa isa = cpu_isa();
-  return isa >= CpuIsa::Avx512Core ? &threshold_backward_bits_avx512<kInf, kQnan>
-         : isa >= CpuIsa::Avx2     ? &threshold_backward_bits_avx2<kInf, kQnan>
-                                   : &threshold_backward_bits_generic<kInf, kQnan>;
+  return pick_for_isa<BitsBinary>(&threshold_backward_bits_avx512<kInf, kQnan>,
+                                  &threshold_backward_bits_avx2<kInf, kQnan>,
+                                  &threshold_backward_bits_generic<kInf, kQnan>);
 }
 constexpr uint16_t kBf16Inf = 0x7F80, kBf16Qnan = 0x7FC0, kF16Inf = 0x7C00, kF16Qnan = 0x7E00;
 

@@ -26,6 +26,14 @@ CpuIsa cpu_isa();           // min(detected, GRAFT_MAX_CPU_ISA)
 CpuIsa detected_cpu_isa();  // what the CPU has
 // "AVX512_CORE_BF16", ...: oneDNN's spelling, which GRAFT_MAX_CPU_ISA also accepts (plus "ALL").
 const char* cpu_isa_name(CpuIsa isa);
+
+// The copy of a kernel that cpu_isa() allows: each argument is the same loop compiled with
+// __attribute__((target(...))) for AVX-512 (F/BW/VL), AVX2, or no target.
+template <class Fn>
+Fn pick_for_isa(Fn avx512, Fn avx2, Fn generic) {
+  const CpuIsa isa = cpu_isa();
+  return isa >= CpuIsa::Avx512Core ? avx512 : isa >= CpuIsa::Avx2 ? avx2 : generic;
+}
 // Parses a GRAFT_MAX_CPU_ISA value; throws graft::Error listing the accepted names.
 CpuIsa parse_cpu_isa(const std::string& name);
 

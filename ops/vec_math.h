@@ -19,7 +19,10 @@
 #include <limits>
 #include <type_traits>
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
+// Off under ASan and TSan: the clones' ifunc resolvers run during the loader's relocation, before
+// the sanitizer runtime is set up, and crash the program at load.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__) && \
+    !defined(__SANITIZE_THREAD__)
 #define GRAFT_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define GRAFT_VECTOR_CLONES

@@ -72,3 +72,7 @@
 #include "train/evaluate_each_epoch.h"
 #include "train/backward_graph.h"
 #include "train/save_weights.h"
+#include "train/checkpoint_file.h"
+#include "train/run_state.h"
+#include "train/stop_signals.h"
+#include "train/run_checkpoint.h"

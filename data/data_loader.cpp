@@ -124,6 +124,24 @@ void DataLoader::set_epoch(int64_t epoch) {
   make_order(epoch);
 }
 
+void DataLoader::seek(int64_t epoch, int64_t position) {
+  GRAFT_CHECK(epoch >= 0 && position >= 0, "DataLoader::seek: epoch and position must be non-negative, got epoch ",
+              epoch, ", position ", position);
+  const int64_t was_epoch = epoch_, was_cursor = cursor_;
+  const bool was_started = started_;
+  make_order(epoch);
+  if (position > static_cast<int64_t>(order_.size())) {
+    const auto size = order_.size();
+    make_order(was_epoch);
+    cursor_ = was_cursor;
+    started_ = was_started;
+    GRAFT_ERROR("DataLoader::seek: position ", position, " is past the end of epoch ", epoch, "'s order (", size,
+                " samples)");
+  }
+  cursor_ = position;
+  started_ = position > 0;
+}
+
 void DataLoader::reset() { set_epoch(epoch_ + 1); }
 
 std::optional<Batch> DataLoader::next() {

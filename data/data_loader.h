@@ -16,6 +16,9 @@
 //    run after the current one has been (partly) consumed; next() returns std::nullopt at the end
 //    of an epoch, and reset() starts the next epoch.
 // 5. drop_last drops a final batch smaller than batch_size.
+// 6. (epoch(), position()) is the loader's whole place: seek(epoch, position) on a loader built
+//    the same way gives the batches the original would have given next, so a resumed run sees the
+//    data a run that never stopped sees (train/run_state.h saves it in run checkpoints).
 #include <concepts>
 #include <cstdint>
 #include <functional>
@@ -80,6 +83,11 @@ class DataLoader {
   void reset();
   // Jumps to the start of `epoch` (invariant 3).
   void set_epoch(int64_t epoch);
+  // Samples of the current epoch's order already handed out in batches.
+  int64_t position() const { return cursor_; }
+  // Enters `epoch` with its first `position` samples taken (invariant 6); position must lie in
+  // [0, order().size()] and is checked before the loader leaves its current place.
+  void seek(int64_t epoch, int64_t position);
 
   class Iterator {
    public:

@@ -7,12 +7,17 @@
 
 namespace graft::models {
 
-Model make_model(Kind kind) {
+Model make_model(Kind kind) { return make_model(kind, 0.0); }
+
+Model make_model(Kind kind, double dropout) {
+  GRAFT_CHECK(dropout >= 0 && dropout < 1, "models: dropout must be in [0, 1), got ", dropout);
+  GRAFT_CHECK(dropout == 0 || kind == Kind::Vit, "models: ", kind_name(kind), " has no dropout layers; dropout ",
+              dropout, " applies to vit only");
   switch (kind) {
     case Kind::Mlp: return mlp();
     case Kind::Cnn: return cnn();
     case Kind::Vit: {
-      auto v = vit();
+      auto v = vit(dropout);
       return {v, v->stages()};
     }
   }

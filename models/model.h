@@ -33,6 +33,9 @@ struct Model {
 
 // A fresh model of `kind`, initialised from the global generator (seed it first).
 Model make_model(Kind kind);
+// The same with dropout probability `dropout` where the model has dropout layers (vit); a model
+// without them refuses a nonzero probability.
+Model make_model(Kind kind, double dropout);
 
 // Moves the module to `device`, and on the CPU to channels-last: oneDNN then convolves NHWC
 // activations without reorders (a model without 4-D parameters is unaffected). Parameters keep

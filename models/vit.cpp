@@ -7,6 +7,10 @@ nn::VisionTransformerOptions vit_options() {
           .dim = 64, .depth = 6, .heads = 4, .mlp_dim = 128, .dropout = 0.0};
 }
 
-std::shared_ptr<nn::VisionTransformer> vit() { return std::make_shared<nn::VisionTransformer>(vit_options()); }
+std::shared_ptr<nn::VisionTransformer> vit(double dropout) {
+  nn::VisionTransformerOptions o = vit_options();
+  o.dropout = dropout;
+  return std::make_shared<nn::VisionTransformer>(o);
+}
 
 }  // namespace graft::models

@@ -9,6 +9,7 @@
 namespace graft::models {
 
 nn::VisionTransformerOptions vit_options();
-std::shared_ptr<nn::VisionTransformer> vit();
+// dropout > 0 (graft train --dropout): after the embedding, attention and MLP, as the options say.
+std::shared_ptr<nn::VisionTransformer> vit(double dropout = 0.0);
 
 }  // namespace graft::models

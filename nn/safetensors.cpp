@@ -223,11 +223,11 @@ std::map<std::string, Tensor> load_impl(const std::string& path, std::map<std::s
 
 }  // namespace
 
-void save_safetensors(const std::map<std::string, Tensor>& tensors, const std::string& path,
-                      const std::map<std::string, std::string>& metadata) {
+SafetensorsParts encode_safetensors(const std::map<std::string, Tensor>& tensors,
+                                    const std::map<std::string, std::string>& metadata, const std::string& path) {
   json header = json::object();
-  std::vector<Tensor> host;
-  host.reserve(tensors.size());
+  SafetensorsParts parts;
+  parts.data.reserve(tensors.size());
   uint64_t offset = 0;
   for (const auto& [name, t] : tensors) {  // std::map: sorted by name
     GRAFT_CHECK(name != "__metadata__", "save_safetensors: '", path, "': \"__metadata__\" is reserved, not a tensor name");
@@ -238,10 +238,18 @@ void save_safetensors(const std::map<std::string, Tensor>& tensors, const std::s
     const uint64_t bytes = c.nbytes();
     header[name] = {{"dtype", dtype_code(c.dtype())}, {"shape", shape}, {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;
-    host.push_back(c);
+    parts.data.push_back(c);
   }
   if (!metadata.empty()) header["__metadata__"] = metadata;
-  std::string text = header.dump();
+  parts.header = header.dump();
+  return parts;
+}
+
+void save_safetensors(const std::map<std::string, Tensor>& tensors, const std::string& path,
+                      const std::map<std::string, std::string>& metadata) {
+  SafetensorsParts parts = encode_safetensors(tensors, metadata, path);
+  std::string& text = parts.header;
+  const std::vector<Tensor>& host = parts.data;
   text.append((8 - text.size() % 8) % 8, ' ');
 
   const std::string tmp = path + ".tmp";

@@ -12,6 +12,7 @@
 // is a graft::Error naming the file and the problem; no input makes the loader read out of bounds.
 #include <map>
 #include <string>
+#include <vector>
 
 #include "runtime/tensor.h"
 
@@ -22,6 +23,18 @@ namespace graft::nn {
 // half-written file under `path`.
 void save_safetensors(const std::map<std::string, Tensor>& tensors, const std::string& path,
                       const std::map<std::string, std::string>& metadata = {});
+
+// A file's parts before they are written, for writers that checksum or stream the bytes
+// themselves (train/checkpoint_file.h): the header's JSON text (unpadded, as nlohmann dumps it) and
+// the tensors as contiguous CPU tensors in data-section order. The file is the 8-byte length of the
+// header padded with spaces to a multiple of 8, that padded header, then each tensor's bytes.
+struct SafetensorsParts {
+  std::string header;
+  std::vector<Tensor> data;
+};
+SafetensorsParts encode_safetensors(const std::map<std::string, Tensor>& tensors,
+                                    const std::map<std::string, std::string>& metadata = {},
+                                    const std::string& path_for_errors = "");
 
 // Loads every tensor as a contiguous CPU tensor.
 std::map<std::string, Tensor> load_safetensors(const std::string& path);

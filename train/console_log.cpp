@@ -31,6 +31,7 @@ void ConsoleLog::on_epoch_end(TrainerState& s) {
 }
 
 void ConsoleLog::on_train_end(TrainerState& s) {
+  if (s.peak_cpu_bytes == 0) return;  // no epoch ran here (a resumed run that had already ended)
   std::fprintf(out_, "peak memory while training: %.1f MiB allocated on cpu, %.1f MiB above the data set and model",
                mib(s.peak_cpu_bytes), mib(s.peak_cpu_bytes - s.base_cpu_bytes));
   if (s.budget)

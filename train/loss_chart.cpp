@@ -6,6 +6,8 @@
 #include <iomanip>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "runtime/error.h"
 #include "train/trainer_state.h"
 
@@ -132,6 +134,20 @@ void write_loss_chart(const std::string& path, const std::vector<double>& step_l
   const Chart c = make_chart(step_loss, accuracy);
   write_frame(f, c, accuracy.size());
   write_series(f, c, step_loss, accuracy);
+}
+
+std::string LossChart::save_state() {
+  return nlohmann::json{{"step_losses", step_losses_}, {"accuracies", accuracies_}}.dump();
+}
+
+void LossChart::load_state(const std::string& state) {
+  try {
+    const auto j = nlohmann::json::parse(state);
+    step_losses_ = j.at("step_losses").get<std::vector<double>>();
+    accuracies_ = j.at("accuracies").get<std::vector<double>>();
+  } catch (const nlohmann::json::exception& e) {
+    GRAFT_ERROR("LossChart: the checkpoint's chart state does not read: ", e.what());
+  }
 }
 
 }  // namespace graft::train

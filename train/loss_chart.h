@@ -15,6 +15,10 @@ class LossChart : public TrainerCallback {
   void on_step_end(TrainerState& state) override;
   void on_epoch_end(TrainerState& state) override;
   void on_train_end(TrainerState& state) override;
+  // A resumed run's chart has the points from before its checkpoint too.
+  std::string state_key() const override { return "loss_chart"; }
+  std::string save_state() override;
+  void load_state(const std::string& state) override;
 
  private:
   std::string path_;

@@ -1,11 +1,13 @@
 #include "train/metrics_csv.h"
 
+#include <sstream>
+
 #include "runtime/error.h"
 #include "train/trainer_state.h"
 
 namespace graft::train {
 
-MetricsCsv::MetricsCsv(const std::string& path) : file_(path) {
+MetricsCsv::MetricsCsv(const std::string& path) : path_(path), file_(path) {
   GRAFT_CHECK(file_.good(), "train: cannot write ", path);
   file_ << "kind,epoch,step,loss,test_loss,test_accuracy,samples_per_s,seconds\n";
 }
@@ -21,6 +23,22 @@ void MetricsCsv::on_epoch_end(TrainerState& s) {
   else file_ << ',';
   file_ << ',' << static_cast<double>(s.train_samples) / s.epoch_seconds << ',' << s.epoch_seconds << '\n';
   file_.flush();  // a run that stops later keeps its finished epochs
+}
+
+std::string MetricsCsv::save_state() {
+  file_.flush();
+  std::ifstream in(path_, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+void MetricsCsv::load_state(const std::string& state) {
+  file_.close();
+  file_.open(path_, std::ios::binary | std::ios::trunc);
+  file_ << state;
+  file_.flush();
+  GRAFT_CHECK(file_.good(), "train: cannot write ", path_);
 }
 
 }  // namespace graft::train

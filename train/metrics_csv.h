@@ -17,8 +17,13 @@ class MetricsCsv : public TrainerCallback {
   explicit MetricsCsv(const std::string& path);
   void on_step_end(TrainerState& state) override;
   void on_epoch_end(TrainerState& state) override;
+  // A resumed run's file holds the rows written up to its checkpoint, then continues.
+  std::string state_key() const override { return "metrics_csv"; }
+  std::string save_state() override;
+  void load_state(const std::string& state) override;
 
  private:
+  std::string path_;
   std::ofstream file_;
 };
 

@@ -1,6 +1,7 @@
 #include "train/recipe.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <iomanip>
@@ -163,6 +164,12 @@ const std::vector<FieldDef>& defs() {
        "parameters, optimizer state and saved weights stay float32",
        [](R& r, S t) { r.precision = parse_enum(t, {Precision::Fp32, Precision::Bf16, Precision::Fp16}); },
        [](const R& r) { return std::string(name(r.precision)); }, nullptr},
+      {"--dropout", nullptr, "FLOAT", "Dropout probability of the vit's dropout layers, a number in [0, 1)",
+       [](R& r, S t) {
+         r.dropout = parse_number(t, 0, false);
+         if (r.dropout >= 1) GRAFT_ERROR("expected a number in [0, 1), got ", t);
+       },
+       [](const R& r) { return number_text(r.dropout); }, nullptr},
       {"--seed", nullptr, "UINT", "Random seed (model initialisation, shuffling), a whole number of at least 0",
        [](R& r, S t) { r.seed = parse_unsigned(t); }, [](const R& r) { return std::to_string(r.seed); }, nullptr},
   };
@@ -255,6 +262,33 @@ void Recipe::validate() const {
               " must be fewer than --epochs ", epochs);
   GRAFT_CHECK(!memory_budget || checkpoint == Checkpointing::None,
               "train: --memory-budget plans checkpointing itself; drop --checkpoint ", name(checkpoint));
+  GRAFT_CHECK(dropout >= 0 && dropout < 1, "train: --dropout must be in [0, 1), got ", dropout);
+  GRAFT_CHECK(dropout == 0 || model == models::Kind::Vit, "train: --dropout ", dropout, " applies to vit only (",
+              models::kind_name(model), " has no dropout layers)");
+}
+
+Recipe::Flags Recipe::to_flags() const {
+  auto exact = [](double v) {  // the shortest text that reads back to v
+    char buf[40];
+    const auto r = std::to_chars(buf, buf + sizeof buf, v);
+    return std::string(buf, r.ptr);
+  };
+  Flags out;
+  for (const FieldDef& f : defs()) {
+    const std::string flag = f.flag;
+    if (flag == "--lr") out.emplace_back(flag, exact(lr));
+    else if (flag == "--dropout") out.emplace_back(flag, exact(dropout));
+    else if (flag == "--weight-decay") {
+      if (weight_decay) out.emplace_back(flag, exact(*weight_decay));
+    } else if (flag == "--memory-budget") {
+      if (memory_budget) out.emplace_back(flag, memory_budget->text);
+    } else if (f.type_name == nullptr) {
+      out.emplace_back(flag, f.show(*this) == "on" ? "true" : "false");
+    } else {
+      out.emplace_back(flag, f.show(*this));
+    }
+  }
+  return out;
 }
 
 std::string Recipe::describe() const {
@@ -272,6 +306,7 @@ std::string Recipe::describe() const {
   };
   std::string s(static_cast<size_t>(print(nullptr, 0)), '\0');
   print(s.data(), s.size() + 1);
+  if (dropout > 0) s += ", dropout " + number_text(dropout);
   return s;
 }
 

@@ -65,6 +65,7 @@ struct Recipe {
   std::optional<ByteSize> memory_budget;  // plan checkpointing to fit it (nn::AutoCheckpoint)
   bool save_on_cpu = false;   // keep saved activations on the CPU (autograd::SaveOnCpu)
   Precision precision = Precision::Fp32;
+  double dropout = 0;         // vit only: its dropout probability
   uint64_t seed = 0;          // the global generator (model initialisation) and the loader's shuffle
 
   using Flags = std::vector<std::pair<std::string, std::string>>;  // flag, text
@@ -77,6 +78,10 @@ struct Recipe {
   // What set() would refuse, in words without the flag's name; empty when `text` is fine.
   static std::string check(const std::string& flag, const std::string& text);
   void validate() const;
+  // Every field as a flag whose text make() reads back to this exact recipe (numbers to 17
+  // significant digits, switches as true/false); a field left unset (weight decay, memory budget)
+  // is omitted. A run checkpoint records its recipe this way.
+  Flags to_flags() const;
   // "model mlp, 1 epochs, batch 128, adam lr 0.001 (cosine schedule), standardised inputs, device
   // cpu, precision fp32, checkpoint none, seed 0": graft train's banner.
   std::string describe() const;

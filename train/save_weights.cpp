@@ -8,6 +8,10 @@ namespace graft::train {
 SaveWeights::SaveWeights(std::string path, std::FILE* out) : path_(std::move(path)), out_(out) {}
 
 void SaveWeights::on_train_end(TrainerState& s) {
+  if (s.interrupted) {  // these are not the trained weights; the run's checkpoint has them
+    std::fprintf(out_, "not writing %s: the run stopped before its end\n", path_.c_str());
+    return;
+  }
   s.model->to(kCPU);
   nn::save(*s.model, path_);
   std::fprintf(out_, "saved %s\n", path_.c_str());

@@ -59,6 +59,12 @@ Trainer::Trainer(models::Model model, data::DataLoader& loader, Recipe recipe, T
                            : [](const Tensor& output, const Tensor& target) { return cross_entropy(output, target); };
   s.epochs = recipe_.epochs;
   s.max_steps = options.max_steps;
+  s.callbacks = &callbacks_;
+}
+
+void Trainer::resume(const RunState& state) {
+  GRAFT_CHECK(!ran_, "Trainer::resume: fit() has already run; build a new trainer and resume it");
+  restore_run_state(state, state_);
 }
 
 void Trainer::add_callback(std::shared_ptr<TrainerCallback> callback) {
@@ -75,18 +81,30 @@ void Trainer::fit() {
   ran_ = true;
   state_.base_cpu_bytes = memory_stats(kCPU).allocated_bytes;
   notify(&TrainerCallback::on_train_begin);
-  for (int64_t epoch = 0; epoch < state_.epochs && !state_.stop; ++epoch) run_epoch(epoch);
+  TrainerState& s = state_;
+  // A resumed run re-enters its epoch where the checkpoint left it (the loader is already there),
+  // or starts the next one when that epoch had ended.
+  const bool mid_epoch = s.resumed && !s.epoch_over;
+  const int64_t first = s.resumed ? s.epoch + (s.epoch_over ? 1 : 0) : 0;
+  if (s.resumed && s.max_steps > 0 && s.global_step >= s.max_steps) s.stop = true;
+  for (int64_t epoch = first; epoch < s.epochs && !s.stop; ++epoch) run_epoch(epoch, mid_epoch && epoch == first);
   notify(&TrainerCallback::on_train_end);
 }
 
-void Trainer::run_epoch(int64_t epoch) {
-  const auto start = Clock::now();
+void Trainer::run_epoch(int64_t epoch, bool continuing) {
   TrainerState& s = state_;
+  // A continued epoch's clock starts where the checkpoint's stopped (its steps' time so far).
+  const auto start = Clock::now() - (continuing ? std::chrono::duration_cast<Clock::duration>(
+                                                      std::chrono::duration<double>(s.epoch_seconds))
+                                                : Clock::duration::zero());
   s.epoch = epoch;
-  s.step = 0;
-  s.epoch_loss_sum = 0;
-  s.epoch_samples = 0;
-  loader_.set_epoch(epoch);
+  s.epoch_over = false;
+  if (!continuing) {
+    s.step = 0;
+    s.epoch_loss_sum = 0;
+    s.epoch_samples = 0;
+    loader_.set_epoch(epoch);
+  }
   s.steps_per_epoch = loader_.num_batches();
   reset_peak_memory_stats(kCPU);
   if (s.device.is_cuda()) reset_peak_memory_stats(s.device);
@@ -96,7 +114,7 @@ void Trainer::run_epoch(int64_t epoch) {
     if (!batch) break;
     run_step(*batch, start);
   }
-  finish_epoch(start);
+  if (!s.interrupted) finish_epoch(start);
 }
 
 void Trainer::run_step(const data::Batch& batch, Clock::time_point epoch_start) {
@@ -139,6 +157,7 @@ void Trainer::run_step(const data::Batch& batch, Clock::time_point epoch_start) 
 void Trainer::finish_epoch(Clock::time_point epoch_start) {
   TrainerState& s = state_;
   s.epoch_seconds = seconds_since(epoch_start);
+  s.epoch_over = true;
   s.peak_cpu_bytes = std::max(s.peak_cpu_bytes, memory_stats(kCPU).peak_allocated_bytes);
   if (s.device.is_cuda()) s.peak_device_bytes = std::max(s.peak_device_bytes, memory_stats(s.device).peak_allocated_bytes);
   notify(&TrainerCallback::on_epoch_steps_end);

@@ -17,6 +17,10 @@
 // 3. The model is moved to the recipe's device (channels-last on the CPU) when the Trainer is built;
 //    checkpointing and memory budgets need a model with stages.
 // 4. fit() runs once.
+// 5. resume(state) before fit() continues the run a checkpoint recorded (train/run_state.h): fit()
+//    then starts at the recorded epoch and step (finishing that epoch's end hooks if only they
+//    were left) and every step, printed loss and evaluation from there on is the one the run that
+//    never stopped has. Build the trainer as the run was built (recipe, model kind, data, world).
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -25,6 +29,7 @@
 #include "data/data_loader.h"
 #include "models/model.h"
 #include "train/recipe.h"
+#include "train/run_state.h"
 #include "train/trainer_callback.h"
 #include "train/trainer_state.h"
 #include "train/world.h"
@@ -48,6 +53,8 @@ class Trainer {
   Trainer& operator=(const Trainer&) = delete;
 
   void add_callback(std::shared_ptr<TrainerCallback> callback);
+  // Continues the run `state` recorded (invariant 5); call after add_callback, before fit().
+  void resume(const RunState& state);
   // Trains for the recipe's epochs (or max_steps), calling the callbacks' hooks.
   void fit();
 
@@ -60,7 +67,7 @@ class Trainer {
   using Clock = std::chrono::steady_clock;
   using Hook = void (TrainerCallback::*)(TrainerState&);
   void notify(Hook hook);
-  void run_epoch(int64_t epoch);
+  void run_epoch(int64_t epoch, bool continuing);
   void run_step(const data::Batch& batch, Clock::time_point epoch_start);
   void finish_epoch(Clock::time_point epoch_start);
 

@@ -14,6 +14,8 @@
 // Order matters within a hook: a callback that fills the state (an evaluation) must be added
 // before the ones that report it (a log, a CSV). Hooks run on every rank of a data-parallel run;
 // a hook that calls a collective (World::sum, DDP) must be added on every rank.
+#include <string>
+
 namespace graft::train {
 
 struct TrainerState;
@@ -40,6 +42,14 @@ class TrainerCallback {
   // The epoch's figures are final (state.train_loss over every rank): evaluate and report here.
   virtual void on_epoch_end(TrainerState&) {}
   virtual void on_train_end(TrainerState&) {}
+
+  // Resumable output. A callback whose output must continue across a resumed run (a CSV's rows, a
+  // chart's points) names its part of a run checkpoint with a non-empty key, returns its state as
+  // text when the checkpoint is taken, and gets that text back before a resumed fit() starts. A
+  // checkpoint without the key (the callback is new to the run) leaves the callback as built.
+  virtual std::string state_key() const { return {}; }
+  virtual std::string save_state() { return {}; }
+  virtual void load_state(const std::string& /*state*/) {}
 };
 
 }  // namespace graft::train

@@ -6,12 +6,16 @@
 // - `loss` in on_before_backward (a loss scaler replaces it); backward runs on what is there.
 // - `stop`, anywhere: the run ends after the current step (or epoch); the epoch's end hooks and
 //   on_train_end still run, so writers finish their files.
+// - `interrupted` with `stop`, in on_step_end (a signal, train/run_checkpoint.h): the run ends
+//   after this step without ending the epoch (no on_epoch_steps_end / on_epoch_end: the epoch is
+//   not over, and a resumed run finishes it); on_train_end still runs.
 // - `eval` / `eval_step`: what an evaluation callback found, for the callbacks after it.
 // Everything else is the Trainer's record of the run and is overwritten by it.
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include "data/data_loader.h"
 #include "nn/checkpoint_plan.h"
@@ -25,6 +29,8 @@
 #include "train/world.h"
 
 namespace graft::train {
+
+class TrainerCallback;
 
 struct TrainerState {
   // ---- The run (set when the Trainer is built) ----
@@ -43,6 +49,7 @@ struct TrainerState {
   const World* world = nullptr;
   std::function<Tensor(const Tensor& images)> prepare_inputs;  // a batch's inputs as the model takes them
   std::function<Tensor(const Tensor& output, const Tensor& target)> loss_fn;
+  const std::vector<std::shared_ptr<TrainerCallback>>* callbacks = nullptr;  // the Trainer's, in order
 
   // ---- Where the run is ----
   int64_t epochs = 0;           // the epochs the run plans
@@ -53,6 +60,9 @@ struct TrainerState {
   int64_t step = 0;             // steps done in the current epoch
   int64_t global_step = 0;      // steps done in the run
   bool stop = false;
+  bool interrupted = false;     // the run was cut short mid-epoch (see the top)
+  bool epoch_over = false;      // the current epoch's steps are done (from on_epoch_steps_end on)
+  bool resumed = false;         // the run continues a checkpoint (Trainer::resume)
 
   // ---- The current step ----
   Tensor loss;                 // from the forward until on_step_end returns, then released

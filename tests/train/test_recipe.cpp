@@ -140,7 +140,7 @@ TEST_CASE("Recipe::describe is graft train's banner") {
 
 TEST_CASE("Recipe::fields: every flag says what it takes and each model's default in words, never a raw bound") {
   const auto& fields = Recipe::fields();
-  REQUIRE(fields.size() == 15);
+  REQUIRE(fields.size() == 16);
   for (const auto& f : fields) {
     INFO(f.flag << ": " << f.help);
     CHECK(f.flag.rfind("--", 0) == 0);
@@ -162,6 +162,23 @@ TEST_CASE("Recipe::fields: every flag says what it takes and each model's defaul
   CHECK(help("--weight-decay").find("default unset for mlp and cnn, 0.05 for vit") != std::string::npos);
   CHECK(help("--warmup-epochs").find("a whole number of at least 0") != std::string::npos);
   CHECK(help("--epochs").find("(default 1)") != std::string::npos);
+  CHECK(help("--dropout").find("(default 0)") != std::string::npos);
+}
+
+TEST_CASE("Recipe --dropout: vit only, in [0, 1), in the banner when set, and to_flags reads back exactly") {
+  CHECK(Recipe::check("--dropout", "1") == "expected a number in [0, 1), got 1");
+  CHECK_THROWS_WITH(Recipe::make({{"--dropout", "0.1"}}), Catch::Contains("--dropout 0.1 applies to vit only"));
+  const Recipe r = Recipe::make({{"--model", "vit"}, {"--dropout", "0.1"}, {"--lr", "0.00123456789"},
+                                 {"--memory-budget", "16MiB"}, {"--normalize", "false"}});
+  CHECK_THAT(r.describe(), Catch::EndsWith(", seed 0, dropout 0.1"));
+  const Recipe back = Recipe::make(r.to_flags());
+  CHECK(back.to_flags() == r.to_flags());
+  CHECK(back.lr == r.lr);
+  CHECK(back.dropout == r.dropout);
+  CHECK(back.memory_budget->bytes == 16 << 20);
+  CHECK(back.warmup_epochs == r.warmup_epochs);
+  CHECK_FALSE(back.normalize);
+  CHECK(back.weight_decay == r.weight_decay);
 }
 
 TEST_CASE("Recipe::prepare_inputs standardises with the training set's statistics unless told not to") {

@@ -53,6 +53,19 @@ void add_output_flags(CLI::App& cmd, TrainFlags& f) {
                  "Train data-parallel on N processes: runs this command under mpirun -np N (--batch-size stays "
                  "the global batch)")
       ->check(whole_number_at_least(1));
+  cmd.add_option("--run-dir", j.run_dir,
+                 "Keep the run resumable: write crash-safe checkpoints into this directory (created if missing; "
+                 "its parent must exist) at each epoch's end, every --save-every steps, and on SIGINT/SIGTERM "
+                 "(then exit 130/143). The last 2 are kept");
+  cmd.add_option("--save-every", j.save_every, "With --run-dir or --resume: also checkpoint every N steps")
+      ->check(whole_number_at_least(1));
+  cmd.add_option("--resume", j.resume,
+                 "Continue the run in this run directory from its newest usable checkpoint, with its recipe "
+                 "(only --epochs may change; other recipe flags must match), saving there as it goes");
+  cmd.add_option("--train-samples", j.train_samples, "Train on the first N training images only (default all)")
+      ->check(whole_number_at_least(1));
+  cmd.add_option("--test-samples", j.test_samples, "Evaluate on the first N test images only (default all)")
+      ->check(whole_number_at_least(1));
   cmd.add_option("--data", j.data, "Fashion-MNIST directory (IDX .gz files)")->capture_default_str();
 }
 
@@ -76,8 +89,9 @@ Command add_train_command(CLI::App& app, int argc, char** argv) {
   add_output_flags(*cmd, *flags);
   return {cmd, [cmd, flags, argc, argv] {
             TrainJob job = flags->job;
-            const train::Recipe::Flags given = given_recipe_flags(*cmd, *flags);
-            job.recipe = train::Recipe::make(given);
+            job.given = given_recipe_flags(*cmd, *flags);
+            // A resumed run's recipe comes from its checkpoint (run_train); a new one from the flags.
+            if (job.resume.empty()) job.recipe = train::Recipe::make(job.given);
             if (cmd->count("--device") > 0) job.device_text = flags->values.at("--device");
             if (flags->nproc > 1 && !launched_by_mpirun()) return relaunch_under_mpirun(flags->nproc, argc, argv);
             return run_train(job);

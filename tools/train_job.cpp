@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
+#include <optional>
 #include <cstdlib>
 #include <memory>
 #include <thread>
@@ -17,6 +19,8 @@
 #include "train/op_profile.h"
 #include "train/output_paths.h"
 #include "train/progress_bar.h"
+#include "train/run_checkpoint.h"
+#include "train/run_state.h"
 #include "train/save_weights.h"
 #include "train/trainer.h"
 #if GRAFT_HAVE_DIST
@@ -64,25 +68,88 @@ void place_device(TrainJob& job, const train::World& world) {
 #endif
 }
 
+// The first n samples of a split (0: all of it).
+Tensor first(const Tensor& t, int64_t n) { return n > 0 && n < t.size(0) ? t.slice(0, 0, n) : t; }
+
 // Data-parallel: rank r takes samples r, r + size, ... of the epoch's shuffled order, the same
 // order one process would use, so each step's ranks together see one process's batch.
-data::DataLoader make_loader(const data::FashionMnist& set, const train::Recipe& r, const train::World& world,
+data::DataLoader make_loader(const data::FashionMnist& set, const TrainJob& job, const train::World& world,
                              int64_t local_batch) {
+  const train::Recipe& r = job.recipe;
+  Tensor images = first(set.images(), job.train_samples), labels = first(set.labels(), job.train_samples);
 #if GRAFT_HAVE_DIST
   if (world.size > 1)
-    return data::DataLoader(set, local_batch, dist::DistributedSampler(set.size(), true, r.seed), false);
+    return data::DataLoader(images, labels, local_batch, dist::DistributedSampler(images.size(0), true, r.seed), false);
 #endif
-  return data::DataLoader(set, r.batch_size, /*shuffle=*/true, /*drop_last=*/false, r.seed);
+  return data::DataLoader(images, labels, r.batch_size, /*shuffle=*/true, /*drop_last=*/false, r.seed);
+}
+
+// The flags besides the recipe's that change a run's numbers: recorded in its checkpoints.
+train::Recipe::Flags job_flags(const TrainJob& job) {
+  return {{"--train-samples", std::to_string(job.train_samples)}, {"--test-samples", std::to_string(job.test_samples)}};
+}
+
+// --resume: the run's newest usable checkpoint, its recipe (the given flags checked against it) and
+// its other flags; what changes is printed.
+train::LoadedCheckpoint resume_run(TrainJob& job, const train::World& world) {
+  train::LoadedCheckpoint loaded = train::load_latest_checkpoint(job.resume, world.rank == 0 ? stderr : nullptr);
+  const train::RunStateSummary run = train::summarize_run_state(loaded.state.state);
+  std::vector<std::string> changes;
+  job.recipe = train::resume_recipe(run, job.given, &changes);
+  std::string conflicts;
+  for (const auto& [flag, saved] : run.job) {
+    int64_t* mine = flag == "--train-samples" ? &job.train_samples : flag == "--test-samples" ? &job.test_samples : nullptr;
+    if (mine == nullptr) continue;
+    if (*mine != 0 && std::to_string(*mine) != saved)
+      conflicts += (conflicts.empty() ? "" : ", ") + flag + " " + std::to_string(*mine) + " (the run has " + saved + ")";
+    *mine = std::stoll(saved);
+  }
+  GRAFT_CHECK(conflicts.empty(), "--resume: these flags differ from the run's: ", conflicts, ". Drop them");
+  job.device_text = job.recipe.device.str();
+  if (job.save_every < 0) job.save_every = run.save_every;
+  std::printf("graft train: resuming %s from %s (epoch %lld, step %lld of %lld, global step %lld)\n",
+              job.resume.c_str(), loaded.path.c_str(), static_cast<long long>(run.epoch + 1),
+              static_cast<long long>(run.step), static_cast<long long>(run.steps_per_epoch),
+              static_cast<long long>(run.global_step));
+  for (const std::string& c : changes) std::printf("graft train: resumed with %s\n", c.c_str());
+  return loaded;
+}
+
+// --run-dir / --resume / --save-every make sense together only in these ways.
+void check_run_flags(TrainJob& job) {
+  GRAFT_CHECK(job.resume.empty() || job.run_dir.empty() ||
+                  std::filesystem::path(job.resume) == std::filesystem::path(job.run_dir),
+              "--resume ", job.resume, " and --run-dir ", job.run_dir,
+              " name different directories; a resumed run keeps saving where it was (give only --resume)");
+  GRAFT_CHECK(job.save_every < 0 || !job.run_dir.empty() || !job.resume.empty(),
+              "--save-every needs --run-dir DIR (or --resume DIR): there is nowhere to save to");
+  if (!job.resume.empty()) {
+    job.run_dir = job.resume;
+    return;
+  }
+  if (job.run_dir.empty()) return;
+  if (!std::filesystem::exists(job.run_dir)) {
+    std::error_code ec;
+    std::filesystem::create_directory(job.run_dir, ec);
+    GRAFT_CHECK(!ec || std::filesystem::is_directory(job.run_dir), "--run-dir ", job.run_dir,
+                ": cannot create it: ", ec.message());
+  }
+  const auto existing = train::list_checkpoints(job.run_dir);
+  GRAFT_CHECK(existing.empty(), "--run-dir ", job.run_dir, " already holds a run's checkpoints (", existing.front(),
+              "); continue that run with --resume ", job.run_dir, ", or give an empty directory");
 }
 
 // In the order the hooks must run (trainer_callback.h): the timeline's steps before DDP wraps the
 // forward; the profile stopped and the evaluation done before the lines, rows and chart that report it.
-void add_callbacks(train::Trainer& t, const TrainJob& job, const data::FashionMnist& test, const train::World& world) {
+std::shared_ptr<train::RunCheckpoint> add_callbacks(train::Trainer& t, const TrainJob& job,
+                                                    const data::FashionMnist& test, const train::World& world) {
   using namespace train;
   if (world.rank == 0) t.add_callback(std::make_shared<ProgressBar>());
   if (job.profile) t.add_callback(std::make_shared<OpProfile>());
   if (!job.memory_timeline.empty()) t.add_callback(std::make_shared<MemoryTimeline>(job.memory_timeline));
-  t.add_callback(std::make_shared<EvaluateEachEpoch>(test.images(), test.labels(), data::FashionMnist::kNumClasses));
+  t.add_callback(std::make_shared<EvaluateEachEpoch>(first(test.images(), job.test_samples),
+                                                     first(test.labels(), job.test_samples),
+                                                     data::FashionMnist::kNumClasses));
   t.add_callback(std::make_shared<ConsoleLog>());
   if (!job.graph.empty()) t.add_callback(std::make_shared<BackwardGraph>(job.graph));
   if (!job.metrics.empty()) t.add_callback(std::make_shared<MetricsCsv>(job.metrics));
@@ -91,6 +158,14 @@ void add_callbacks(train::Trainer& t, const TrainJob& job, const data::FashionMn
 #endif
   if (!job.save.empty()) t.add_callback(std::make_shared<SaveWeights>(job.save));
   if (!job.plot.empty()) t.add_callback(std::make_shared<LossChart>(job.plot));
+  if (job.run_dir.empty()) return nullptr;
+  // Last, so a checkpoint holds what every other callback did up to it (run_checkpoint.h invariant 1).
+  auto checkpoints = std::make_shared<RunCheckpoint>(RunCheckpointOptions{.dir = job.run_dir,
+                                                                          .save_every = std::max<int64_t>(0, job.save_every),
+                                                                          .job = job_flags(job),
+                                                                          .write = world.rank == 0});
+  t.add_callback(checkpoints);
+  return checkpoints;
 }
 
 int train_on(TrainJob job, const train::World& world) {
@@ -102,18 +177,24 @@ int train_on(TrainJob job, const train::World& world) {
                              {"--plot", job.plot},
                              {"--graph", job.graph},
                              {"--memory-timeline", job.memory_timeline}});
+  if (!job.run_dir.empty()) train::check_output_path("--run-dir", job.run_dir, /*directory_ok=*/true);
+  check_run_flags(job);
+  std::optional<train::LoadedCheckpoint> resumed;
+  if (!job.resume.empty()) resumed = resume_run(job, world);
   const int64_t local_batch = split_batch(job.recipe, world);
   manual_seed(job.recipe.seed);
   place_device(job, world);
   data::FashionMnist train_set(job.data, true), test_set(job.data, false);
-  data::DataLoader loader = make_loader(train_set, job.recipe, world, local_batch);
-  train::Trainer trainer(models::make_model(job.recipe.model), loader, job.recipe, {.world = world});
-  add_callbacks(trainer, job, test_set, world);
+  data::DataLoader loader = make_loader(train_set, job, world, local_batch);
+  train::Trainer trainer(models::make_model(job.recipe.model, job.recipe.dropout), loader, job.recipe, {.world = world});
+  auto checkpoints = add_callbacks(trainer, job, test_set, world);
   if (world.size > 1)
     std::printf("graft train: data-parallel on %d processes (MPI), batch %lld per process\n", world.size,
                 static_cast<long long>(local_batch));
   std::printf("graft train: %s\n", trainer.recipe().describe().c_str());
+  if (resumed) trainer.resume(resumed->state);
   trainer.fit();
+  if (checkpoints && checkpoints->stop_signal() != 0) return train::StopSignals::exit_status(checkpoints->stop_signal());
   return 0;
 }
 

@@ -16,11 +16,15 @@
 #include <vector>
 
 #include "graft.h"
+#include "support/error_message.h"
+#include "support/fixtures.h"
 
 using namespace graft;
 using train::Recipe;
 using train::Trainer;
 using train::TrainerState;
+using graft::test::error_message;
+using graft::test::read_file;
 namespace fs = std::filesystem;
 
 namespace {
@@ -45,23 +49,9 @@ std::map<std::string, Tensor> some_tensors() {
           {"optimizer/state.0.exp_avg", rand({3}).to(kBFloat16)}};
 }
 
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
 void write_bytes(const std::string& path, const std::string& bytes) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out << bytes;
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
 }
 
 bool same_bits(const Tensor& a, const Tensor& b) {
@@ -93,10 +83,10 @@ TEST_CASE("every kind of damage to a checkpoint is refused, naming the file and 
   TempDir dir;
   const std::string path = dir / "checkpoint-00000002.safetensors";
   train::write_checkpoint_file(path, some_tensors(), R"({"a":1})");
-  const std::string good = read_bytes(path);
+  const std::string good = read_file(path);
   auto damaged = [&](const std::string& bytes) {
     write_bytes(path, bytes);
-    return error_of([&] { train::read_checkpoint_file(path); });
+    return error_message([&] { train::read_checkpoint_file(path); });
   };
 
   // A flipped bit in the data section, in the last byte, in the state text, in a tensor's shape.
@@ -131,7 +121,7 @@ TEST_CASE("every kind of damage to a checkpoint is refused, naming the file and 
 
   // A plain safetensors file (weights, not a run checkpoint).
   nn::save_safetensors({{"w", ones({2})}}, path);
-  CHECK_THAT(error_of([&] { train::read_checkpoint_file(path); }), Catch::Contains("not a graft run checkpoint"));
+  CHECK_THAT(error_message([&] { train::read_checkpoint_file(path); }), Catch::Contains("not a graft run checkpoint"));
 
   // Undamaged again: reads.
   write_bytes(path, good);
@@ -143,7 +133,7 @@ TEST_CASE("a failed save names the directory and leaves neither a .tmp nor a dam
   TempDir dir;
   const std::string path = dir / "checkpoint-00000003.safetensors";
   train::write_checkpoint_file(path, some_tensors(), R"({"v":"old"})");
-  const std::string before = read_bytes(path);
+  const std::string before = read_file(path);
 
   // A full disk: the file-size limit makes write() fail part-way (ENOSPC's effect, as root too).
   std::map<std::string, Tensor> big{{"x", zeros({1 << 16})}};
@@ -153,16 +143,16 @@ TEST_CASE("a failed save names the directory and leaves neither a .tmp nor a dam
   rlimit small = old;
   small.rlim_cur = 64 * 1024;
   REQUIRE(setrlimit(RLIMIT_FSIZE, &small) == 0);
-  const std::string msg = error_of([&] { train::write_checkpoint_file(path, big, R"({"v":"new"})"); });
+  const std::string msg = error_message([&] { train::write_checkpoint_file(path, big, R"({"v":"new"})"); });
   setrlimit(RLIMIT_FSIZE, &old);
   std::signal(SIGXFSZ, old_handler);
   CHECK_THAT(msg, Catch::Contains("cannot save in directory '" + dir.path.string() + "'"));
   CHECK_FALSE(fs::exists(path + ".tmp"));
-  CHECK(read_bytes(path) == before);
+  CHECK(read_file(path) == before);
 
   // A directory that is gone.
   const std::string gone = dir / "gone/checkpoint-00000004.safetensors";
-  CHECK_THAT(error_of([&] { train::write_checkpoint_file(gone, some_tensors(), "{}"); }),
+  CHECK_THAT(error_message([&] { train::write_checkpoint_file(gone, some_tensors(), "{}"); }),
              Catch::Contains("cannot save in directory '" + dir.path.string() + "/gone'"));
 }
 
@@ -199,7 +189,7 @@ TEST_CASE("a run directory falls back past a damaged newest checkpoint, and says
   CHECK(train::list_checkpoints(dir.path.string()) == std::vector<std::string>{newer, older});
   CHECK(train::load_latest_checkpoint(dir.path.string(), nullptr).path == newer);
 
-  std::string b = read_bytes(newer);
+  std::string b = read_file(newer);
   b[b.size() - 3] ^= 0x40;
   write_bytes(newer, b);
   char* text = nullptr;
@@ -214,13 +204,13 @@ TEST_CASE("a run directory falls back past a damaged newest checkpoint, and says
   CHECK_THAT(loaded.rejected[0], Catch::Contains(newer) && Catch::Contains("checksum mismatch"));
   CHECK_THAT(logged, Catch::Contains("falling back to the previous checkpoint, " + older));
 
-  write_bytes(older, read_bytes(older).substr(0, 100));
-  const std::string msg = error_of([&] { train::load_latest_checkpoint(dir.path.string(), nullptr); });
+  write_bytes(older, read_file(older).substr(0, 100));
+  const std::string msg = error_message([&] { train::load_latest_checkpoint(dir.path.string(), nullptr); });
   CHECK_THAT(msg, Catch::Contains("no usable checkpoint") && Catch::Contains(newer) && Catch::Contains(older) &&
                       Catch::Contains("truncated"));
   fs::remove(older);
   fs::remove(newer);
-  CHECK_THAT(error_of([&] { train::load_latest_checkpoint(dir.path.string(), nullptr); }),
+  CHECK_THAT(error_message([&] { train::load_latest_checkpoint(dir.path.string(), nullptr); }),
              Catch::Contains("holds no checkpoint"));
 }
 
@@ -237,7 +227,7 @@ TEST_CASE("DataLoader::seek enters an epoch mid-way with the batches the loader 
   CHECK(b.position() == 24);
   for (int i = 3; i < 7; ++i) CHECK(b.next()->labels.to_vector<int64_t>() == seen[static_cast<size_t>(i)]);
   CHECK_FALSE(b.next().has_value());
-  CHECK_THAT(error_of([&] { b.seek(3, 51); }), Catch::Contains("past the end of epoch 3"));
+  CHECK_THAT(error_message([&] { b.seek(3, 51); }), Catch::Contains("past the end of epoch 3"));
   CHECK(b.epoch() == 2);  // a refused seek leaves the loader where it was
   CHECK(b.position() == 50);
 }
@@ -255,7 +245,7 @@ TEST_CASE("resume_recipe keeps the run's recipe, takes a new --epochs and lists 
   CHECK(r.warmup_epochs == 1);  // the run's, not recomputed
   REQUIRE(changes.size() == 1);
   CHECK_THAT(changes[0], Catch::Contains("--epochs 5 (the run was started with 3)"));
-  const std::string msg = error_of([&] {
+  const std::string msg = error_message([&] {
     train::resume_recipe(run, {{"--lr", "0.5"}, {"--model", "mlp"}, {"--seed", "0"}}, nullptr);
   });
   CHECK_THAT(msg, Catch::Contains("--lr 0.5 (the run has 0.0012345678901234") &&

@@ -147,6 +147,12 @@ OpResult dispatch_kernel(const Op& op, Stack& args) {
                 other, " (arguments: ", describe_args(args), ")");
     if (any_cuda) dev = Device(DeviceType::CUDA);
   }
+  // A transfer's target device is an argument, not a tensor (`_to_copy(cpu_tensor, ..., cuda:0)`):
+  // only the CUDA kernel can reach device memory, so a CUDA target picks it as a CUDA tensor would.
+  if (op.schema.cross_device && !dev.is_cuda()) {
+    for (const auto& v : args)
+      if (auto* d = std::get_if<Device>(&v); d && d->is_cuda()) dev = *d;
+  }
   BoxedKernel k = op.kernels[static_cast<int>(dev.type)];
   if (!k) [[unlikely]] {
     GRAFT_CHECK(op.has_schema, "dispatcher: unknown op '", op.schema.name, "'");

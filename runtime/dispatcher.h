@@ -9,7 +9,8 @@
 // - Op objects are created once and never move or die (the registry is leaked on purpose), so a
 //   `static Op& op = op_handle("add")` cached at the call site stays valid forever.
 // - Kernels are chosen from the devices of the tensor arguments; they must all agree unless the
-//   schema is cross_device (copies), in which case the CUDA kernel handles any CUDA/CPU pair.
+//   schema is cross_device (copies), in which case the CUDA kernel handles any CUDA/CPU pair,
+//   including a CUDA target given as a Device argument (`_to_copy` of a CPU tensor to cuda:0).
 //   Ops with no tensor argument (factories) use their Device argument.
 // - The version counter of each argument the schema marks written `(a!)` is bumped exactly once,
 //   here, after the kernel: kernels never bump, so no in-place op can forget or double count.

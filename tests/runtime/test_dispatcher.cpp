@@ -148,6 +148,15 @@ Tensor first_of_two(const Tensor& a, const Tensor& b) { return a; }
 GRAFT_DEFINE_OP("graft_test_two(Tensor a, Tensor b) -> Tensor");
 GRAFT_KERNEL("graft_test_two", CPU, first_of_two);
 GRAFT_KERNEL("graft_test_two", CUDA, first_of_two);
+// A cross-device op with a target Device argument, as `_to_copy`: each kernel names itself.
+Tensor target_cpu(const Tensor& a, Device) { return ops::full({1}, 1.0); }
+Tensor target_cuda(const Tensor& a, Device) { return ops::full({1}, 2.0); }
+GRAFT_DEFINE_OP("graft_test_to(Tensor a, Device device) -> Tensor", /*cross_device=*/true);
+GRAFT_KERNEL("graft_test_to", CPU, target_cpu);
+GRAFT_KERNEL("graft_test_to", CUDA, target_cuda);
+GRAFT_DEFINE_OP("graft_test_to_same(Tensor a, Device device) -> Tensor");
+GRAFT_KERNEL("graft_test_to_same", CPU, target_cpu);
+GRAFT_KERNEL("graft_test_to_same", CUDA, target_cuda);
 // A CPU-only op: every library op has a CUDA kernel when graft is built with CUDA.
 GRAFT_DEFINE_OP("graft_test_cpu_only(Tensor a) -> Tensor");
 Tensor identity(const Tensor& a) { return a; }
@@ -169,6 +178,22 @@ TEST_CASE("ops on tensors from different devices are an error naming both device
   GRAFT_OP_HANDLE(cpu_only, "graft_test_cpu_only");
   CHECK(call_op(cpu_only, a)[0].is_same(a));
   CHECK_THROWS_WITH(call_op(cpu_only, b), Catch::Contains("graft_test_cpu_only: no kernel for device cuda:0"));
+}
+
+TEST_CASE("a copy to a CUDA Device argument runs the CUDA kernel, whatever device its tensor is on") {
+  testing::FakeCudaGuard fake;
+  Tensor cpu = ops::zeros({2});
+  Tensor cuda = kernels::new_tensor({2}, kFloat32, Device("cuda:0"));
+  auto which = [](const Op& op, const Tensor& t, Device d) { return call_op(op, t, d)[0].to_vector<float>()[0]; };
+  GRAFT_OP_HANDLE(to, "graft_test_to");
+  CHECK(which(to, cpu, Device("cuda:0")) == 2.0f);  // the transfer that `x.to(kCUDA)` makes
+  CHECK(which(to, cuda, Device("cpu")) == 2.0f);
+  CHECK(which(to, cpu, Device("cpu")) == 1.0f);
+  // Ops that are not copies keep choosing by their tensors.
+  GRAFT_OP_HANDLE(same, "graft_test_to_same");
+  CHECK(which(same, cpu, Device("cuda:0")) == 1.0f);
+  // The library's own transfer is declared cross-device, so it takes the same route.
+  CHECK(op_handle("_to_copy").schema.cross_device);
 }
 
 TEST_CASE("unknown ops and missing kernels give clear errors") {

@@ -2,7 +2,9 @@
 //
 // Every op reduces to one core: out[batch..., n, m] = a[batch_a..., n, k] @ b[batch_b..., k, m]
 // (+ bias[m]), with a and b padded to the same rank and their batch dims broadcast.
-//   float32          -> oneDNN matmul, reading transposed and strided operands in place
+//   float32          -> oneDNN matmul, reading transposed and strided operands in place; a 2-D
+//                       product of at most 4 rows and 256K multiply-adds (a decode step's linear)
+//                       in plain dot-product loops instead (small_rows_f32: cheaper than the call)
 //   bfloat16         -> oneDNN's bf16 matmul (f32 accumulation, one rounding of the result) where
 //                       it runs on bf16 hardware (dnnl_utils::use_bf16_primitives); else the float
 //                       path below
@@ -21,6 +23,7 @@
 #include "ops/kernel_utils.h"
 #include "ops/matmul_plan.h"
 #include "ops/ops.h"
+#include "ops/vec_math.h"
 #include "runtime/dispatcher.h"
 #include "runtime/parallel.h"
 
@@ -143,6 +146,98 @@ void matmul_via_float(MatOperand a, MatOperand b, const Shape& out_sizes, const 
   device_copy(out, fout);
 }
 
+// ---- float32, a few rows: dot products on the calling thread ----
+//
+// A decode step's linear ([1, 128] x W^T [128, 384] in the GPT) is about 50K multiply-adds, less
+// work than a oneDNN call's own cost (primitive lookup, memory objects, execute: 10-25 us here,
+// against 1-3 us of arithmetic). Products of at most kSmallRows rows and kSmallMacs multiply-adds
+// run here instead, with no threads (tiny work). The sums use 16 lanes of a fixed order in every
+// clone, so the AVX-512, AVX2 and generic copies give the same bits.
+constexpr int64_t kSmallRows = 4, kSmallMacs = int64_t{1} << 18;
+
+using vec_math::f32x16;
+using vec_math::lane_sum;
+using vec_math::load;
+
+// C[i, j] (+)= bias[j] + sum_kk A[i, kk] B[kk, j] for i < rows, j < m, with A's rows and B's
+// columns contiguous (A[i, kk] = a[i lda + kk], B[kk, j] = b[j ldb + kk]: linear's weight as it is).
+// Four columns at a time: four independent multiply-add chains share each load of A's row.
+GRAFT_VECTOR_CLONES void small_rows_dot_f32(const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
+                                            int64_t rows, int64_t k, int64_t m, const float* bias, bool accumulate) {
+  const int64_t kv = k / 16 * 16;
+  auto finish = [&](int64_t i, int64_t j, f32x16 acc, const float* ai, const float* bj) {
+    float sum = lane_sum(acc);
+    for (int64_t kk = kv; kk < k; ++kk) sum += ai[kk] * bj[kk];
+    float& out = c[i * m + j];
+    out = (accumulate ? out : (bias ? bias[j] : 0.0f)) + sum;
+  };
+  for (int64_t i = 0; i < rows; ++i) {
+    const float* ai = a + i * lda;
+    int64_t j = 0;
+    for (; j + 4 <= m; j += 4) {
+      const float *b0 = b + j * ldb, *b1 = b0 + ldb, *b2 = b1 + ldb, *b3 = b2 + ldb;
+      f32x16 s0 = {}, s1 = {}, s2 = {}, s3 = {};
+      for (int64_t kk = 0; kk < kv; kk += 16) {
+        const f32x16 x = load(ai + kk);
+        s0 += x * load(b0 + kk);
+        s1 += x * load(b1 + kk);
+        s2 += x * load(b2 + kk);
+        s3 += x * load(b3 + kk);
+      }
+      finish(i, j, s0, ai, b0);
+      finish(i, j + 1, s1, ai, b1);
+      finish(i, j + 2, s2, ai, b2);
+      finish(i, j + 3, s3, ai, b3);
+    }
+    for (; j < m; ++j) {
+      const float* bj = b + j * ldb;
+      f32x16 s = {};
+      for (int64_t kk = 0; kk < kv; kk += 16) s += load(ai + kk) * load(bj + kk);
+      finish(i, j, s, ai, bj);
+    }
+  }
+}
+
+// The same with B's rows contiguous (B[kk, j] = b[kk ldb + j]: a plain x @ W): each row of C is a
+// sum of B's rows scaled by A[i, kk], in kk order.
+GRAFT_VECTOR_CLONES void small_rows_axpy_f32(const float* a, int64_t sar, int64_t sac, const float* b, int64_t ldb,
+                                             float* c, int64_t rows, int64_t k, int64_t m, const float* bias,
+                                             bool accumulate) {
+  for (int64_t i = 0; i < rows; ++i) {
+    float* ci = c + i * m;
+    if (!accumulate) {
+      if (bias) std::memcpy(ci, bias, sizeof(float) * static_cast<size_t>(m));
+      else std::memset(ci, 0, sizeof(float) * static_cast<size_t>(m));
+    }
+    for (int64_t kk = 0; kk < k; ++kk) {
+      const float x = a[i * sar + kk * sac];
+      const float* bk = b + kk * ldb;
+      for (int64_t j = 0; j < m; ++j) ci[j] += x * bk[j];
+    }
+  }
+}
+
+// Runs the product here when it is small and 2-D with a layout above; false otherwise.
+bool small_rows_f32(const MatOperand& a, const MatOperand& b, const Shape& out_sizes, const Tensor& out,
+                    const Tensor& bias, bool accumulate) {
+  if (out_sizes.size() != 2 || a.sizes.size() != 2 || b.sizes.size() != 2) return false;
+  const int64_t rows = a.rows(), k = a.cols(), m = b.cols();
+  if (rows > kSmallRows || rows * k * m > kSmallMacs) return false;
+  const auto* ap = static_cast<const float*>(a.t.data_ptr());
+  const auto* bp = static_cast<const float*>(b.t.data_ptr());
+  auto* cp = static_cast<float*>(out.data_ptr());
+  const float* biasp = bias.defined() ? static_cast<const float*>(bias.data_ptr()) : nullptr;
+  if (b.row_stride() == 1 && (a.col_stride() == 1 || k == 1)) {
+    small_rows_dot_f32(ap, a.row_stride(), bp, b.col_stride(), cp, rows, k, m, biasp, accumulate);
+    return true;
+  }
+  if (b.col_stride() == 1) {
+    small_rows_axpy_f32(ap, a.row_stride(), a.col_stride(), bp, b.row_stride(), cp, rows, k, m, biasp, accumulate);
+    return true;
+  }
+  return false;
+}
+
 // ---- float64 / int64: blocked loops ----
 
 // Rows per task so that a task does at least ~64K multiply-adds.
@@ -241,7 +336,10 @@ void matmul_core(MatOperand a, MatOperand b, const Shape& out_sizes, const Tenso
     return;
   }
   switch (out.dtype()) {
-    case DType::Float32: matmul_dnnl(kFloat32, std::move(a), std::move(b), out_sizes, out.data_ptr(), bias, accumulate); break;
+    case DType::Float32:
+      if (!small_rows_f32(a, b, out_sizes, out, bias, accumulate))
+        matmul_dnnl(kFloat32, std::move(a), std::move(b), out_sizes, out.data_ptr(), bias, accumulate);
+      break;
     case DType::BFloat16:
       // matmul_dnnl takes a and b by value (Tensor handles and small shapes), so the float path
       // still has the caller's operands when oneDNN turns bf16 down.

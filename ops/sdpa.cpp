@@ -89,6 +89,37 @@ template <bool kTransA>
   }
 }
 
+// C[M, N] += alpha * op(A) op(B) for one or two rows (a decode step's query): packing B as
+// small_gemm_f32 does would cost more than the product. With tb, B's rows are contiguous, so each
+// element is a dot product; otherwise each row of C gathers B's contiguous rows scaled by A.
+[[gnu::always_inline]] inline void few_rows_gemm_f32(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
+                                                     const float* A, int64_t lda, const float* B, int64_t ldb,
+                                                     float* C, int64_t ldc) {
+  using namespace vec_math;
+  for (int64_t i = 0; i < M; ++i) {
+    float* c = C + i * ldc;
+    auto a_at = [&](int64_t kk) { return ta ? A[kk * lda + i] : A[i * lda + kk]; };
+    if (tb) {
+      for (int64_t j = 0; j < N; ++j) {
+        const float* bj = B + j * ldb;
+        f32x16 s = {};
+        int64_t kk = 0;
+        if (!ta)
+          for (; kk + kLanes <= K; kk += kLanes) s += load(A + i * lda + kk) * load(bj + kk);
+        float t = lane_sum(s);
+        for (; kk < K; ++kk) t += a_at(kk) * bj[kk];
+        c[j] += alpha * t;
+      }
+    } else {
+      for (int64_t kk = 0; kk < K; ++kk) {
+        const float a = alpha * a_at(kk);
+        const float* bk = B + kk * ldb;
+        for (int64_t j = 0; j < N; ++j) c[j] += a * bk[j];
+      }
+    }
+  }
+}
+
 // C[M, N] = alpha * op(A) op(B) + beta * C, row-major with leading dims; op(A) is A^T when ta
 // (A stored [K, M]), op(B) is B^T when tb (B stored [N, K]). ta and tb are never both set.
 // float32: sgemm for big tiles, small_gemm_f32 otherwise; float64 (tests, gradcheck): plain loops.
@@ -111,6 +142,10 @@ template <class T>
       for (int64_t j = 0; j < N; ++j) c[j] *= beta;
   }
   if constexpr (std::is_same_v<T, float>) {
+    if (M <= 2) {
+      few_rows_gemm_f32(ta, tb, M, N, K, alpha, A, lda, B, ldb, C, ldc);
+      return;
+    }
     if (ta)
       small_gemm_f32<true>(M, N, K, alpha, A, lda, B, ldb, tb, C, ldc, scratch);
     else
@@ -239,11 +274,14 @@ struct Rows {
   int64_t rs;
 };
 
-// Per-thread buffers of the forward.
+// Per-thread buffers of the forward, for tiles of at most min(kBr, L) query rows: a decode step
+// (L = 1) needs one row of scores, not kBr of them zeroed on every call.
 template <class T>
 struct ForwardScratch {
-  std::vector<T> sbuf = std::vector<T>(static_cast<size_t>(kBr * kBc)), acc, scratch, m = std::vector<T>(kBr),
-                 l = std::vector<T>(kBr);
+  explicit ForwardScratch(int64_t L)
+      : sbuf(static_cast<size_t>(std::min(kBr, L) * kBc)), m(static_cast<size_t>(std::min(kBr, L))),
+        l(static_cast<size_t>(std::min(kBr, L))) {}
+  std::vector<T> sbuf, acc, scratch, m, l;
 };
 
 // One query tile: q rows [br, E] against keys/values rows [0, jend), written to out rows
@@ -295,7 +333,7 @@ template <class T>
   const SdpaGeometry& g = *a.g;
   const int64_t L = g.L, S = g.S;
   const int64_t tiles = (L + kBr - 1) / kBr;
-  ForwardScratch<T> w;
+  ForwardScratch<T> w(L);
   for (int64_t t = t0; t < t1; ++t) {
     const int64_t b = t / tiles, i0 = (t % tiles) * kBr, br = std::min(kBr, L - i0);
     const Rows<T> q{a.q + g.q_off[static_cast<size_t>(b)] + i0 * g.q_rs, g.q_rs};
@@ -324,7 +362,7 @@ template <class S>
   const SdpaGeometry& g = *a.g;
   const int64_t L = g.L, S_ = g.S, E = g.E, Ev = g.Ev;
   const int64_t tiles = (L + kBr - 1) / kBr;
-  ForwardScratch<float> w;
+  ForwardScratch<float> w(L);
   std::vector<float> qf, kf, vf, of;
   for (int64_t t = t0; t < t1; ++t) {
     const int64_t b = t / tiles, i0 = (t % tiles) * kBr, br = std::min(kBr, L - i0);

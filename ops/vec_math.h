@@ -49,6 +49,17 @@ GRAFT_VEC_INLINE f32x16 load(const float* p) {
 }
 GRAFT_VEC_INLINE void store(float* p, f32x16 v) { std::memcpy(p, &v, sizeof v); }
 
+// The sum of the 16 lanes as a fixed tree (halves, then quarters): a short dependency chain, and
+// the same order, so the same bits, in every clone.
+typedef float f32x8 __attribute__((vector_size(32)));
+typedef float f32x4 __attribute__((vector_size(16)));
+GRAFT_VEC_INLINE float lane_sum(f32x16 v) {
+  f32x8 h = __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7) +
+            __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15);
+  f32x4 q = __builtin_shufflevector(h, h, 0, 1, 2, 3) + __builtin_shufflevector(h, h, 4, 5, 6, 7);
+  return (q[0] + q[2]) + (q[1] + q[3]);
+}
+
 // What differs between the scalar and the vector type: conversions and bit casts.
 GRAFT_VEC_INLINE int32_t to_int(float x) { return static_cast<int32_t>(x); }
 GRAFT_VEC_INLINE i32x16 to_int(f32x16 x) { return __builtin_convertvector(x, i32x16); }

@@ -298,3 +298,37 @@ TEST_CASE("mm_accumulate_ adds a product into a matrix in float32 and float64") 
   Tensor sq = zeros({3, 3});
   CHECK_THROWS_WITH(ops::mm_accumulate_(sq, sq, randn({3, 3})), Catch::Contains("share memory"));
 }
+
+TEST_CASE("float32 products of a few rows (a decode step's linear) match the reference in every layout") {
+  // Up to 4 rows run in graft's own dot-product loops, 5 rows in oneDNN: both against float64.
+  const Tolerance tol = Tolerance::within(2e-5);
+  for (int64_t rows : {1, 2, 4, 5})
+    for (int64_t k : {1, 15, 16, 37, 128})
+      for (int64_t m : {1, 3, 96}) {
+        INFO("rows " << rows << ", k " << k << ", m " << m);
+        Tensor x = randn({rows, k}), w = randn({m, k}), bias = randn({m}), wkm = randn({k, m});
+        std::vector<double> xw = ref_bmm(values(x), values(w.t()), 1, rows, k, m);
+        // linear: the weight's rows are the product's columns, read in place.
+        std::vector<double> want = xw;
+        std::vector<double> bv = values(bias);
+        for (size_t i = 0; i < want.size(); ++i) want[i] += bv[i % static_cast<size_t>(m)];
+        check_close(graft::linear(x, w, bias), want, tol);
+        check_close(graft::linear(x.unsqueeze(0), w, Tensor()).squeeze(0), xw, tol);
+        // x @ W with W's rows contiguous, and a transposed x.
+        check_close(ops::mm(x, wkm), ref_bmm(values(x), values(wkm), 1, rows, k, m), tol);
+        Tensor xt = randn({k, rows}).t();
+        check_close(ops::mm(xt, wkm), ref_bmm(values(xt), values(wkm), 1, rows, k, m), tol);
+        // An expanded weight (every column the same memory) and an accumulating product.
+        Tensor we = ops::expand(randn({1, k}), {m, k});
+        check_close(graft::linear(x, we, bias), [&] {
+          std::vector<double> r = ref_bmm(values(x), values(we.t()), 1, rows, k, m);
+          for (size_t i = 0; i < r.size(); ++i) r[i] += bv[i % static_cast<size_t>(m)];
+          return r;
+        }(), tol);
+        Tensor acc = randn({rows, m});
+        std::vector<double> acc_want = values(acc);
+        for (size_t i = 0; i < acc_want.size(); ++i) acc_want[i] += xw[i];
+        ops::mm_accumulate_(acc, x, w.t());
+        check_close(acc, acc_want, tol);
+      }
+}

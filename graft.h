@@ -24,6 +24,7 @@
 #include "nn/module.h"
 #include "nn/size2.h"
 #include "nn/init.h"
+#include "nn/clip_grad.h"
 #include "nn/functional.h"
 #include "nn/linear.h"
 #include "nn/conv.h"

@@ -83,6 +83,13 @@ Tensor index_extremum_backward(const Tensor& grad, const Tensor& indices, const 
   return graft::scatter_add(zeros_of(self), d, ik, gk);
 }
 
+// The selected indices are distinct within a row, so scatter_add writes each gradient once, and
+// its own derivative (a gather) makes the rule twice differentiable.
+Tensor topk_backward(const Tensor& grad, const Tensor& indices, const TensorMeta& self, int64_t dim) {
+  if (self.shape.empty()) return grad;  // 0-d: the value is the input itself
+  return graft::scatter_add(zeros_of(self), wrap_dim(dim, rank(self.shape), "topk"), indices, grad);
+}
+
 Tensor var_backward(const Tensor& grad, const Tensor& x, const Shape& dim, int64_t correction, bool keepdim) {
   Shape dims = all_reduced(dim, x.dim());
   double denom = static_cast<double>(reduced_count(x.sizes(), dims)) - static_cast<double>(correction);

@@ -42,6 +42,8 @@ Tensor extremum_backward(const Tensor& grad, const Tensor& self, const Tensor& r
 // max(dim)/min(dim): grad scattered to the saved indices of the extremum.
 Tensor index_extremum_backward(const Tensor& grad, const Tensor& indices, const TensorMeta& self, int64_t dim,
                                bool keepdim);
+// topk: grad scattered to the saved indices along dim (a 0-d input gets grad itself).
+Tensor topk_backward(const Tensor& grad, const Tensor& indices, const TensorMeta& self, int64_t dim);
 Tensor var_backward(const Tensor& grad, const Tensor& self, const Shape& dim, int64_t correction, bool keepdim);
 Tensor std_backward(const Tensor& grad, const Tensor& self, const Tensor& result, const Shape& dim,
                     int64_t correction, bool keepdim);

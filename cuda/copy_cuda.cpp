@@ -1,6 +1,7 @@
-// copy_, fill_, clone and _to_copy on CUDA, including every host<->device and device<->device
-// transfer (the dispatcher routes a copy_ between any CPU/CUDA pair here; ops::to_device routes
-// CPU->CUDA through copy_ and everything else through _to_copy, see ops/copy.cpp).
+// copy_, fill_, clone, _to_copy and tril/triu on CUDA, including every host<->device and
+// device<->device transfer (the dispatcher routes a copy_ between any CPU/CUDA pair here;
+// ops::to_device routes CPU->CUDA through copy_ and everything else through _to_copy, see
+// ops/copy.cpp).
 //
 // Transfers:
 // - host<->device: one cudaMemcpyAsync on the device's current stream between dense buffers of the
@@ -116,6 +117,19 @@ void copy_any(const Tensor& self, const Tensor& src, bool non_blocking) {
   }
 }
 
+// tril (lower) or triu: self made contiguous on the device, then one pass that copies the kept
+// elements and zeroes the rest (kernels/copy.cu). Checks and the clamped diagonal:
+// kernels::plan_triangle.
+Tensor triangle_cuda(const Tensor& self, int64_t diagonal, bool lower, const char* op) {
+  const kernels::TrianglePlan p = kernels::plan_triangle(self, diagonal, op);
+  DeviceGuard guard(self.device().index);
+  Tensor out = new_tensor(self.sizes(), self.dtype(), self.device());
+  Tensor src = kernels::contiguous_as(self);
+  launch_triangle(self.dtype(), src.data_ptr(), out.data_ptr(), p.batch, p.rows, p.cols, p.diagonal, lower,
+                  current_stream());
+  return out;
+}
+
 }  // namespace
 
 // ---- kernels (declared in cuda/cuda_kernels.h, registered from the op declarations) ----
@@ -164,5 +178,8 @@ Tensor to_copy_cuda(const Tensor& self, DType dtype, Device device, bool non_blo
   copy_any(out, self, non_blocking);
   return out;
 }
+
+Tensor tril_cuda(const Tensor& self, int64_t diagonal) { return triangle_cuda(self, diagonal, true, "tril"); }
+Tensor triu_cuda(const Tensor& self, int64_t diagonal) { return triangle_cuda(self, diagonal, false, "triu"); }
 
 }  // namespace graft::cuda

@@ -62,4 +62,37 @@ Tensor bernoulli_cuda(const Tensor& self, double p) {
   });
 }
 
+// Weights as contiguous float64 on the device, the scan (copied back: the host waits, as PyTorch
+// does for its checks), then the rules of ops/random_plan.h; the keys' selection is this device's
+// topk kernel.
+Tensor multinomial_cuda(const Tensor& self, int64_t num_samples, bool replacement) {
+  const kernels::MultinomialPlan p = kernels::plan_multinomial(self, num_samples, replacement);
+  if (p.rows == 0) return kernels::new_tensor(p.out_sizes, kInt64, self.device());
+  DeviceGuard guard(self.device().index);
+  cudaStream_t stream = current_stream();
+  Tensor w = kernels::contiguous_as(self, kFloat64);
+  const auto* wd = static_cast<const double*>(w.data_ptr());
+  Tensor cum = p.by_keys ? Tensor() : kernels::new_tensor(w.sizes(), kFloat64, self.device());
+  Tensor found = kernels::new_tensor({3}, kInt64, self.device());
+  auto* fd = static_cast<unsigned long long*>(found.data_ptr());
+  GRAFT_CUDA_CHECK(cudaMemsetAsync(fd, 0xff, 3 * sizeof(unsigned long long), stream));
+  launch_multinomial_scan(wd, p.rows, p.categories, cum.defined() ? static_cast<double*>(cum.data_ptr()) : nullptr,
+                          fd, stream);
+  unsigned long long host[3] = {};
+  GRAFT_CUDA_CHECK(cudaMemcpyAsync(host, fd, sizeof(host), cudaMemcpyDeviceToHost, stream));
+  GRAFT_CUDA_CHECK(cudaStreamSynchronize(stream));
+  auto pos = [](unsigned long long v) { return v == ~0ull ? int64_t{-1} : static_cast<int64_t>(v); };
+  kernels::check_multinomial_scan(p, {pos(host[0]), pos(host[1]), pos(host[2])});
+  const kernels::RandomFill f = kernels::reserve_multinomial(self, p);
+  if (p.by_keys) {
+    Tensor keys = kernels::new_tensor(w.sizes(), kFloat64, self.device());
+    launch_multinomial_keys(wd, static_cast<double*>(keys.data_ptr()), keys.numel(), f.seed, f.base, stream);
+    return topk_cuda(keys, num_samples, -1, true, true)[1];
+  }
+  Tensor out = kernels::new_tensor(p.out_sizes, kInt64, self.device());
+  launch_multinomial_draw(static_cast<const double*>(cum.data_ptr()), p.rows, p.categories, num_samples, f.seed,
+                          f.base, static_cast<int64_t*>(out.data_ptr()), stream);
+  return out;
+}
+
 }  // namespace graft::cuda

@@ -1,4 +1,5 @@
-// copy_, fill_, casts, clone/contiguous and device transfer (CPU side).
+// copy_, fill_, casts, clone/contiguous, device transfer and tril/triu (CPU side).
+#include <algorithm>
 #include <cstring>
 
 #include "ops/cpu_kernels.h"
@@ -174,6 +175,39 @@ Tensor to_copy_cpu(const Tensor& self, DType dtype, Device device, bool non_bloc
   strided_copy(out, self, self.strides());
   return out;
 }
+
+namespace {
+
+// tril (lower) or triu: each row is one copy of the kept columns and one fill of zero bytes (zero
+// is all-zero bits in every dtype), so no dtype dispatch is needed.
+Tensor triangle_cpu(const Tensor& self, int64_t diagonal, bool lower, const char* op) {
+  const TrianglePlan p = plan_triangle(self, diagonal, op);
+  Tensor out = new_tensor(self.sizes(), self.dtype(), self.device());
+  if (out.numel() == 0) return out;
+  Tensor src = contiguous_cpu(self);
+  const auto* s = static_cast<const char*>(src.data_ptr());
+  auto* d = static_cast<char*>(out.data_ptr());
+  const int64_t es = static_cast<int64_t>(self.element_size()), cols = p.cols, row_bytes = cols * es;
+  auto one_row = [&](int64_t r) {
+    const int64_t i = r % p.rows;
+    const int64_t begin = lower ? 0 : clamp_col(i + p.diagonal, cols);
+    const int64_t end = lower ? clamp_col(i + p.diagonal + 1, cols) : cols;
+    char* dr = d + r * row_bytes;
+    std::memset(dr, 0, static_cast<size_t>(row_bytes));
+    if (end > begin)
+      std::memcpy(dr + begin * es, s + r * row_bytes + begin * es, static_cast<size_t>((end - begin) * es));
+  };
+  parallel_for(0, p.batch * p.rows, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(cols, 1)),
+               [&](int64_t b, int64_t e) {
+                 for (int64_t r = b; r < e; ++r) one_row(r);
+               });
+  return out;
+}
+
+}  // namespace
+
+Tensor tril_cpu(const Tensor& self, int64_t diagonal) { return triangle_cpu(self, diagonal, true, "tril"); }
+Tensor triu_cpu(const Tensor& self, int64_t diagonal) { return triangle_cpu(self, diagonal, false, "triu"); }
 
 }  // namespace kernels
 

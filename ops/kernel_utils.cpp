@@ -70,6 +70,17 @@ void check_dim(const Tensor& t, int64_t ndim, const char* op, const char* arg) {
   GRAFT_CHECK(t.dim() == ndim, op, ": expected '", arg, "' to be ", ndim, "-D, got ", describe(t));
 }
 
+TrianglePlan plan_triangle(const Tensor& t, int64_t diagonal, const char* op) {
+  check_defined(t, op, "self");
+  GRAFT_CHECK(t.dim() >= 2, op, ": input tensor must have at least 2 dimensions, got ", describe(t));
+  TrianglePlan p;
+  p.rows = t.size(-2);
+  p.cols = t.size(-1);
+  for (int64_t d = 0; d + 2 < t.dim(); ++d) p.batch *= t.size(d);
+  p.diagonal = diagonal < -p.rows ? -p.rows : diagonal > p.cols ? p.cols : diagonal;
+  return p;
+}
+
 void check_same_dtype(const Tensor& a, const Tensor& b, const char* op) {
   GRAFT_CHECK(a.dtype() == b.dtype(), op, ": expected tensors of the same dtype, got ", describe(a), " and ",
               describe(b));

@@ -119,6 +119,16 @@ void check_index_dtype(const Tensor& index, const char* op);
 // In-place writes into a tensor whose elements share memory (an expanded view) are errors.
 void check_no_internal_overlap(const Tensor& t, const char* op);
 
+// tril/triu (both devices): t is a batch of matrices, at least 2-D. Matrix row i keeps columns
+// [0, i + diagonal + 1) for tril and [i + diagonal, cols) for triu, each bound clamped to
+// [0, cols] (clamp_col); every other element becomes zero. The plan's diagonal is the argument
+// clamped to [-rows, cols], which keeps the same elements and cannot overflow those sums.
+struct TrianglePlan {
+  int64_t batch = 1, rows = 0, cols = 0, diagonal = 0;
+};
+TrianglePlan plan_triangle(const Tensor& t, int64_t diagonal, const char* op);
+inline int64_t clamp_col(int64_t c, int64_t cols) { return c < 0 ? 0 : c > cols ? cols : c; }
+
 // Calls f(offset) with the element offset (in elements, from data()) of every element of a strided
 // tensor in row-major order. The generic fallback for kernels that have no faster path.
 template <class F>

@@ -8,13 +8,17 @@
 //   normal f32:   block base + i/2, words 2(i%2), 2(i%2)+1 -> Box-Muller (cos branch)
 //   normal f64:   block base + i,   words (0,1) and (2,3)  -> Box-Muller (cos branch)
 //   random int:   block base + i/2, words 2(i%2), 2(i%2)+1 as 64 bits, modulo the range
+//   multinomial:  block base + i/2, words 2(i%2), 2(i%2)+1 as a float64 uniform (ops/random_plan.h)
 #include <cmath>
+#include <limits>
 #include <numbers>
+#include <vector>
 
 #include "ops/cpu_kernels.h"
 #include "ops/kernel_utils.h"
 #include "ops/ops.h"
 #include "ops/random_plan.h"
+#include "ops/scalar_math.h"
 #include "runtime/dispatcher.h"
 #include "runtime/generator.h"
 #include "runtime/parallel.h"
@@ -112,6 +116,55 @@ Tensor bernoulli_cpu(const Tensor& self, double p) {
     });
   });
   return self;
+}
+
+// Weights read as float64 (16-bit ones exactly), then the rules of ops/random_plan.h. The keys'
+// selection is this device's topk kernel, so ties (only zero weights, in practice) come out in
+// its order.
+Tensor multinomial_cpu(const Tensor& self, int64_t num_samples, bool replacement) {
+  const MultinomialPlan p = plan_multinomial(self, num_samples, replacement);
+  const int64_t C = p.categories;
+  Tensor w = contiguous_cpu(self, kFloat64);
+  const double* wd = static_cast<const double*>(w.data_ptr());
+  // The scan (row-major, as check_multinomial_scan reads it), keeping each row's cumulative sums
+  // when the samples invert them.
+  std::vector<double> cum(p.by_keys ? 0 : static_cast<size_t>(p.rows * C));
+  MultinomialScan scan;
+  for (int64_t r = 0; r < p.rows; ++r) {
+    double sum = 0;
+    for (int64_t c = 0; c < C; ++c) {
+      const int64_t e = r * C + c;
+      const double v = wd[e];
+      if (!(v >= 0) && scan.first_invalid < 0) scan.first_invalid = e;
+      if (v == std::numeric_limits<double>::infinity() && scan.first_infinite < 0) scan.first_infinite = e;
+      sum += v;
+      if (!p.by_keys) cum[e] = sum;
+    }
+    if (sum == 0 && scan.first_zero_row < 0) scan.first_zero_row = r;
+  }
+  check_multinomial_scan(p, scan);
+  const RandomFill f = reserve_multinomial(self, p);
+  const uint64_t seed = f.seed, base = f.base;
+  auto uniform = [&](int64_t e) {
+    auto b = philox4x32(seed, base + static_cast<uint64_t>(e) / 2);
+    const int k = 2 * static_cast<int>(e % 2);
+    return uint_to_unit_double(b[k], b[k + 1]);
+  };
+  if (p.by_keys) {
+    Tensor keys = new_tensor(w.sizes(), kFloat64, self.device());
+    double* kd = static_cast<double*>(keys.data_ptr());
+    parallel_for(0, keys.numel(), kGrainSize, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) kd[i] = scalar_math::multinomial_key(wd[i], uniform(i));
+    });
+    return topk_cpu(keys, num_samples, -1, true, true)[1];
+  }
+  Tensor out = new_tensor(p.out_sizes, kInt64, self.device());
+  int64_t* od = static_cast<int64_t*>(out.data_ptr());
+  parallel_for(0, p.rows * num_samples, kGrainSize / 16, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i)
+      od[i] = scalar_math::multinomial_pick(cum.data() + (i / num_samples) * C, C, uniform(i));
+  });
+  return out;
 }
 
 }  // namespace kernels

@@ -185,4 +185,35 @@ GRAFT_HOST_DEVICE inline void sgd_element(T& p, T& buf, T g, const SgdScalars<T>
   p = mul_add(s.step, d, pi);
 }
 
+// ---- multinomial (the sampling rules: ops/random_plan.h) ----
+
+// The key of weight w (>= 0) for the uniform u in [0, 1): w / E with E = -log1p(-u) ~ Exp(1), so
+// the largest keys of a row are a draw without replacement; 0 for a zero weight (never ranked
+// ahead of a positive one). The log is each device's own, so keys may differ in the last bit.
+GRAFT_HOST_DEVICE inline double multinomial_key(double w, double u) {
+#if defined(__CUDA_ARCH__)
+  return w == 0 ? 0.0 : w / -::log1p(-u);
+#else
+  return w == 0 ? 0.0 : w / -std::log1p(-u);
+#endif
+}
+
+// The category that the uniform u picks from a row whose inclusive cumulative sums (float64, left
+// to right) are cum[0, C), cum[C - 1] > 0: the first c with cum[c] > u * cum[C - 1], so a zero
+// weight is never picked. When u * sum rounds up to the sum itself, the last category of positive
+// weight. Only comparisons and one product: both devices pick the same category.
+GRAFT_HOST_DEVICE inline int64_t multinomial_pick(const double* cum, int64_t C, double u) {
+  const double target = u * cum[C - 1];
+  int64_t lo = 0, hi = C;
+  while (lo < hi) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    if (cum[mid] > target) hi = mid;
+    else lo = mid + 1;
+  }
+  if (lo < C) return lo;
+  int64_t c = C - 1;
+  while (c > 0 && cum[c] == cum[c - 1]) --c;
+  return c;
+}
+
 }  // namespace graft::scalar_math

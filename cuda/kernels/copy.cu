@@ -1,4 +1,4 @@
-// Device copies with dtype conversion, fills and arange.
+// Device copies with dtype conversion, fills, arange and tril/triu.
 #include "cuda/kernels/copy.h"
 
 #include "cuda/kernels/elementwise.cuh"
@@ -45,7 +45,39 @@ __global__ void __launch_bounds__(kElemThreads) arange_kernel(T* out, int64_t n,
   }
 }
 
+// out = src (both dense [batch, rows, cols]) with the elements outside the triangle zeroed; U is
+// an unsigned integer of the element's size, so every dtype moves as bits.
+template <class U>
+__global__ void __launch_bounds__(kElemThreads)
+    triangle_kernel(const U* src, U* out, int64_t n, int64_t rows, int64_t cols, int64_t diagonal, bool lower) {
+  int64_t tid = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t e = tid; e < n; e += stride) {
+    const int64_t j = e % cols, i = (e / cols) % rows;
+    const bool keep = lower ? j <= i + diagonal : j >= i + diagonal;
+    out[e] = keep ? src[e] : U(0);
+  }
+}
+
 }  // namespace
+
+void launch_triangle(DType dtype, const void* src, void* out, int64_t batch, int64_t rows, int64_t cols,
+                     int64_t diagonal, bool lower, cudaStream_t stream) {
+  const int64_t n = batch * rows * cols;
+  if (n <= 0) return;
+  auto run = [&]<class U>() {
+    triangle_kernel<U><<<grid_for(n), kElemThreads, 0, stream>>>(static_cast<const U*>(src), static_cast<U*>(out), n,
+                                                                 rows, cols, diagonal, lower);
+  };
+  switch (element_size(dtype)) {
+    case 1: run.template operator()<uint8_t>(); break;
+    case 2: run.template operator()<uint16_t>(); break;
+    case 4: run.template operator()<uint32_t>(); break;
+    case 8: run.template operator()<uint64_t>(); break;
+    default: elementwise_internal_error("launch_triangle", dtype, 0);
+  }
+  check_launch(lower ? "tril" : "triu");
+}
 
 void launch_copy(DType dst_dtype, DType src_dtype, const ElementwiseGeometry& g, cudaStream_t stream) {
   visit_dtype(dst_dtype, [&]<class D>() {

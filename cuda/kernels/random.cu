@@ -121,7 +121,77 @@ void launch_fill_kernel(void* out, int64_t n, uint64_t seed, uint64_t base, cons
   check_launch(name);
 }
 
+// ---- multinomial ----
+
+// The float64 uniform of element e of a multinomial draw: block base + e / 2, words 2 (e % 2) and
+// 2 (e % 2) + 1, as ops/random.cpp.
+__device__ __forceinline__ double multinomial_uniform(uint64_t seed, uint64_t base, int64_t e) {
+  const uint4 w = philox(seed, base + static_cast<uint64_t>(e) / 2);
+  const int k = 2 * static_cast<int>(e % 2);
+  return unit_double(word(w, k), word(w, k + 1));
+}
+
+__global__ void __launch_bounds__(kElemThreads)
+    multinomial_scan_kernel(const double* w, int64_t rows, int64_t C, double* cum, unsigned long long* found) {
+  int64_t tid = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t r = tid; r < rows; r += stride) {
+    unsigned long long invalid = ~0ull, infinite = ~0ull;
+    double sum = 0;
+    for (int64_t c = 0; c < C; ++c) {
+      const int64_t e = r * C + c;
+      const double v = w[e];
+      if (!(v >= 0) && invalid == ~0ull) invalid = static_cast<unsigned long long>(e);
+      if (isinf(v) && v > 0 && infinite == ~0ull) infinite = static_cast<unsigned long long>(e);
+      sum = __dadd_rn(sum, v);
+      if (cum) cum[e] = sum;
+    }
+    if (invalid != ~0ull) atomicMin(found, invalid);
+    if (infinite != ~0ull) atomicMin(found + 1, infinite);
+    if (sum == 0) atomicMin(found + 2, static_cast<unsigned long long>(r));
+  }
+}
+
+__global__ void __launch_bounds__(kElemThreads)
+    multinomial_keys_kernel(const double* w, double* keys, int64_t n, uint64_t seed, uint64_t base) {
+  int64_t tid = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t e = tid; e < n; e += stride)
+    keys[e] = scalar_math::multinomial_key(w[e], multinomial_uniform(seed, base, e));
+}
+
+__global__ void __launch_bounds__(kElemThreads) multinomial_draw_kernel(const double* cum, int64_t n, int64_t C,
+                                                                         int64_t num_samples, uint64_t seed,
+                                                                         uint64_t base, int64_t* out) {
+  int64_t tid = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t e = tid; e < n; e += stride)
+    out[e] = scalar_math::multinomial_pick(cum + (e / num_samples) * C, C, multinomial_uniform(seed, base, e));
+}
+
 }  // namespace
+
+void launch_multinomial_scan(const double* w, int64_t rows, int64_t C, double* cum, unsigned long long* found,
+                             cudaStream_t stream) {
+  if (rows <= 0) return;
+  multinomial_scan_kernel<<<grid_for(rows), kElemThreads, 0, stream>>>(w, rows, C, cum, found);
+  check_launch("multinomial (scan)");
+}
+
+void launch_multinomial_keys(const double* w, double* keys, int64_t n, uint64_t seed, uint64_t base,
+                             cudaStream_t stream) {
+  if (n <= 0) return;
+  multinomial_keys_kernel<<<grid_for(n), kElemThreads, 0, stream>>>(w, keys, n, seed, base);
+  check_launch("multinomial (keys)");
+}
+
+void launch_multinomial_draw(const double* cum, int64_t rows, int64_t C, int64_t num_samples, uint64_t seed,
+                             uint64_t base, int64_t* out, cudaStream_t stream) {
+  const int64_t n = rows * num_samples;
+  if (n <= 0) return;
+  multinomial_draw_kernel<<<grid_for(n), kElemThreads, 0, stream>>>(cum, n, C, num_samples, seed, base, out);
+  check_launch("multinomial (draw)");
+}
 
 void launch_uniform(DType dtype, void* out, int64_t n, uint64_t seed, uint64_t base, double from, double to,
                     cudaStream_t stream) {

@@ -342,6 +342,22 @@ const std::vector<Case>& cases() {
            return Tensors{x[0].sum(), x[0].sum({-1}), x[1].sum(), ops::sum(x[1], {0}, false, kInt64), x[0].amax({0}), m[0], m[1],
                           x[0].argmax(-1), x[0].argmin()};
          }});
+    // topk with its indices: the devices order tied values differently (ops/sort.cpp), so the
+    // inputs are float64 normals in every run (no 16-bit rounding to make ties); a vocabulary-sized
+    // row as the sampler uses it, a middle dim, and a long row.
+    auto f64 = [](Shape s) {
+      In i = f(std::move(s)).no_expand();
+      i.dtype = kFloat64;
+      return i;
+    };
+    add({"reduce", "topk", {{f64({5, 96})}, {f64({3, 4, 5})}, {f64({2, 4097})}}, [](Tensors& x, Device) {
+           auto a = x[0].topk(3), b = x[0].topk(2, 0, false), c = x[0].topk(x[0].size(-1), -1, true, true);
+           return Tensors{a[0], a[1], b[0], b[1], c[0], c[1]};
+         }});
+    add({"reduce", "topk int64", {{ints({4, 96}, -1000000, 1000000)}}, [](Tensors& x, Device) {
+           auto a = x[0].topk(5), b = x[0].topk(1, 0, false);
+           return Tensors{a[0], a[1], b[0], b[1]};
+         }});
 
     // ---- softmax and losses ----
     const std::vector<std::vector<In>> sm = {{f({4, 10})}, {f({3, 5, 7})}, {f({8, 5000})}, {f({2000, 3})}};
@@ -526,6 +542,13 @@ const std::vector<Case>& cases() {
                return Tensors{host.to(dev), back.view(x[0].sizes()) * 1.0};
              }};
     add(d2h);
+    // tril/triu move elements as bits: floats (with their gradient), int64 and bool.
+    add({"copy", "tril triu", {{f({4, 5})}, {f({2, 3, 6, 4})}, {f({129, 1031})}}, [](Tensors& x, Device) {
+           return Tensors{x[0].tril(), x[0].tril(-2), x[0].triu(1), x[0].triu(-1), x[0].tril(100), x[0].triu(-100)};
+         }});
+    add({"copy", "tril triu int64 bool", {{ints({5, 7}, -9, 9), mask({3, 4, 4})}}, [](Tensors& x, Device) {
+           return Tensors{x[0].tril(1), x[0].triu(), x[1].tril(), x[1].triu(2)};
+         }});
 
     // ---- views (metadata on every device; their backward and materialisation are kernels) ----
     add({"view", "views", {{f({4, 6})}, {f({6, 10})}}, [](Tensors& x, Device) {
@@ -568,6 +591,11 @@ const std::vector<Case>& cases() {
         [](Tensors& x, Device) { ops::random_(x[0], -3, 1000); return v(x[0]); });
     rnd("bernoulli_", fills, [](Tensors& x, Device) { ops::bernoulli_(x[0], 0.3); return v(x[0]); });
     rnd("dropout", {{f({1001})}, {f({33, 65})}}, [](Tensors& x, Device) { return v(nn::functional::dropout(x[0], 0.4, true)); });
+    // multinomial draws from the same uniforms on both devices (ops/random_plan.h): the keys'
+    // selection without replacement (and for one sample), the cumulative sum with replacement.
+    rnd("multinomial", {{pos({7}).nograd()}, {pos({5, 96}).nograd()}}, [](Tensors& x, Device) {
+      return Tensors{graft::multinomial(x[0], 3), graft::multinomial(x[0], 1), graft::multinomial(x[0], 9, true)};
+    });
     return t;
   }();
   return table;

@@ -1,8 +1,9 @@
 // copy_, clone, to(dtype), contiguous and fill_: strided and broadcast sources, casts, overlap,
-// and version counting.
+// and version counting. tril/triu against torch 2.x (tests/ops/data/print_tril_triu_fixtures.py).
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "graft.h"
@@ -174,4 +175,68 @@ TEST_CASE("large strided copies match element by element") {
   ok = true;
   for (size_t k = 0; k < fv.size(); ++k) ok = ok && fv[k] == static_cast<float>(xv[k]);
   CHECK(ok);
+}
+
+namespace {
+// from, from + 1, ... in `shape`.
+Tensor arange_from(double from, const Shape& shape, DType d = kFloat32) {
+  std::vector<double> v(static_cast<size_t>(shape_numel(shape)));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = from + static_cast<double>(i);
+  return make(v, shape, d);
+}
+std::vector<double> values(const Tensor& t) { return t.to(kFloat64).contiguous().to_vector<double>(); }
+}  // namespace
+
+TEST_CASE("tril and triu keep PyTorch's triangles for every diagonal") {
+  const Tensor m = arange_from(1, {3, 4});
+  struct Case {
+    int64_t diagonal;
+    std::vector<double> tril, triu;
+  };
+  for (const Case& c : std::vector<Case>{
+           {-3, {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}},
+           {-1, {0, 0, 0, 0, 5, 0, 0, 0, 9, 10, 0, 0}, {1, 2, 3, 4, 5, 6, 7, 8, 0, 10, 11, 12}},
+           {0, {1, 0, 0, 0, 5, 6, 0, 0, 9, 10, 11, 0}, {1, 2, 3, 4, 0, 6, 7, 8, 0, 0, 11, 12}},
+           {1, {1, 2, 0, 0, 5, 6, 7, 0, 9, 10, 11, 12}, {0, 2, 3, 4, 0, 0, 7, 8, 0, 0, 0, 12}},
+           {3, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, {0, 0, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0}},
+           {5, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}},
+       }) {
+    INFO("diagonal " << c.diagonal);
+    CHECK(values(tril(m, c.diagonal)) == c.tril);
+    CHECK(values(m.triu(c.diagonal)) == c.triu);
+  }
+  // Extreme diagonals cannot overflow the column arithmetic.
+  CHECK(values(tril(m, std::numeric_limits<int64_t>::max())) == values(m));
+  CHECK(values(triu(m, std::numeric_limits<int64_t>::min())) == values(m));
+  CHECK(values(triu(m, std::numeric_limits<int64_t>::max())) == std::vector<double>(12, 0.0));
+}
+
+TEST_CASE("tril and triu are batched over leading dims and take strided inputs and any dtype") {
+  const Tensor b = arange_from(1, {2, 3, 3});
+  CHECK(values(tril(b, -1)) == std::vector<double>{0, 0, 0, 4, 0, 0, 7, 8, 0, 0, 0, 0, 13, 0, 0, 16, 17, 0});
+  CHECK(values(triu(b, 1)) == std::vector<double>{0, 2, 3, 0, 0, 6, 0, 0, 0, 0, 11, 12, 0, 0, 15, 0, 0, 0});
+  const Tensor tall = arange_from(1, {4, 2});
+  CHECK(values(tril(tall)) == std::vector<double>{1, 0, 3, 4, 5, 6, 7, 8});
+  CHECK(values(triu(tall, -2)) == std::vector<double>{1, 2, 3, 4, 5, 6, 0, 8});
+  // A transposed view: the triangle of what the view shows.
+  const Tensor t = arange_from(1, {2, 4}).t();  // [4, 2], rows (1, 5), (2, 6), (3, 7), (4, 8)
+  CHECK(values(tril(t)) == std::vector<double>{1, 0, 2, 6, 3, 7, 4, 8});
+  for (DType d : {kFloat64, kBFloat16, kFloat16, kInt64, kInt32, kUInt8}) {
+    INFO(d);
+    const Tensor r = tril(arange_from(1, {3, 4}, d), 1);
+    CHECK(r.dtype() == d);
+    CHECK(values(r) == std::vector<double>{1, 2, 0, 0, 5, 6, 7, 0, 9, 10, 11, 12});
+  }
+  const Tensor mask = tril(ones({3, 3}, dtype(kBool)));
+  CHECK(mask.dtype() == kBool);
+  CHECK(values(mask) == std::vector<double>{1, 0, 0, 1, 1, 0, 1, 1, 1});
+  CHECK(tril(zeros({0, 3})).sizes() == Shape{0, 3});
+}
+
+TEST_CASE("tril and triu refuse fewer than 2 dims and pass the triangle of the gradient") {
+  CHECK_THROWS_WITH(tril(ones({3})), Contains("tril: input tensor must have at least 2 dimensions"));
+  CHECK_THROWS_WITH(triu(scalar_tensor(1.0)), Contains("triu: input tensor must have at least 2 dimensions"));
+  const Tensor x = ones({2, 3}, dtype(kFloat64)).requires_grad_();
+  (tril(x) * arange_from(1, {2, 3}, kFloat64)).sum().backward();
+  CHECK(values(x.grad()) == std::vector<double>{1, 0, 0, 4, 5, 0});
 }

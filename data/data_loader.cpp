@@ -66,6 +66,16 @@ std::vector<int64_t> shuffled_order(int64_t n, uint64_t seed, int64_t epoch) {
   return order;
 }
 
+std::vector<int64_t> random_draws(int64_t n, int64_t count, uint64_t seed, int64_t epoch) {
+  GRAFT_CHECK(n >= 1 && count >= 0 && epoch >= 0, "random_draws: need n >= 1, count >= 0 and epoch >= 0, got n ", n,
+              ", count ", count, ", epoch ", epoch);
+  std::vector<int64_t> draws(static_cast<size_t>(count));
+  // Another stream than shuffled_order's for the same (seed, epoch).
+  Rng rng(seed ^ 0x5DEECE66DULL, static_cast<uint64_t>(epoch));
+  for (auto& d : draws) d = static_cast<int64_t>(rng.below(static_cast<uint64_t>(n)));
+  return draws;
+}
+
 DataLoader::DataLoader(Tensor images, Tensor labels, int64_t batch_size, bool shuffle, bool drop_last, uint64_t seed)
     : images_(std::move(images)), labels_(std::move(labels)), batch_size_(batch_size), shuffle_(shuffle),
       drop_last_(drop_last), seed_(seed) {
@@ -92,6 +102,16 @@ DataLoader::DataLoader(Tensor images, Tensor labels, int64_t batch_size, Sampler
 
 DataLoader::DataLoader(const FashionMnist& dataset, int64_t batch_size, Sampler sampler, bool drop_last)
     : DataLoader(dataset.images(), dataset.labels(), batch_size, std::move(sampler), drop_last) {}
+
+DataLoader::DataLoader(int64_t num_samples, BatchFn make_batch, int64_t batch_size, Sampler sampler, bool drop_last)
+    : n_(num_samples), batch_size_(batch_size), drop_last_(drop_last), sampler_(std::move(sampler)),
+      make_batch_(std::move(make_batch)) {
+  GRAFT_CHECK(n_ >= 0, "DataLoader: num_samples must be non-negative, got ", n_);
+  GRAFT_CHECK(batch_size_ > 0, "DataLoader: batch_size must be positive, got ", batch_size_);
+  GRAFT_CHECK(static_cast<bool>(make_batch_) && static_cast<bool>(sampler_),
+              "DataLoader: make_batch and sampler must both be set");
+  make_order(0);
+}
 
 int64_t DataLoader::num_batches() const {
   const auto m = static_cast<int64_t>(order_.size());
@@ -155,7 +175,10 @@ std::optional<Batch> DataLoader::next() {
   const int64_t b = std::min(batch_size_, remaining);
   autograd::NoGradGuard no_grad;
   Batch batch;
-  if (!shuffle_ && !sampler_) {  // order_ is [0, n): a slice, no gather
+  if (make_batch_) {
+    std::vector<int64_t> idx(order_.begin() + cursor_, order_.begin() + cursor_ + b);
+    batch = make_batch_(graft::tensor(idx, {b}, TensorOptions{}.dtype(kInt64)));
+  } else if (!shuffle_ && !sampler_) {  // order_ is [0, n): a slice, no gather
     batch.images = images_.slice(0, cursor_, cursor_ + b).contiguous();
     batch.labels = labels_.slice(0, cursor_, cursor_ + b).contiguous();
   } else {

@@ -39,6 +39,10 @@ class FashionMnist;
 // stride of it together see the batches one shuffling process would.
 std::vector<int64_t> shuffled_order(int64_t n, uint64_t seed, int64_t epoch);
 
+// `count` indices drawn uniformly from [0, n) with replacement for (seed, epoch), from the same
+// generator as shuffled_order: a sampler of random draws (the random text windows a language
+// model trains on) that depends only on its epoch, as invariant 3 needs.
+std::vector<int64_t> random_draws(int64_t n, int64_t count, uint64_t seed, int64_t epoch);
 // Gives the sample order of an epoch (invariant 2).
 using Sampler = std::function<std::vector<int64_t>(int64_t epoch)>;
 
@@ -46,6 +50,9 @@ struct Batch {
   Tensor images;  // [B, ...]
   Tensor labels;  // [B]
 };
+// Makes the batch of the samples `index` ([b] int64, CPU) of a data set that is not two stacked
+// tensors (a text window is sample i's tokens [i, i + T)).
+using BatchFn = std::function<Batch(const Tensor& index)>;
 
 class DataLoader {
  public:
@@ -56,6 +63,8 @@ class DataLoader {
   // Each epoch's order is sampler(epoch) (invariant 2).
   DataLoader(Tensor images, Tensor labels, int64_t batch_size, Sampler sampler, bool drop_last = false);
   DataLoader(const FashionMnist& dataset, int64_t batch_size, Sampler sampler, bool drop_last = false);
+  // num_samples samples that make_batch assembles, in sampler(epoch)'s order (invariant 2).
+  DataLoader(int64_t num_samples, BatchFn make_batch, int64_t batch_size, Sampler sampler, bool drop_last = false);
   // Any other callable (a lambda, a dist::DistributedSampler). Without these a captureless lambda
   // would be ambiguous: it also converts, through a function pointer, to the `bool shuffle` above.
   template <class F>
@@ -124,6 +133,7 @@ class DataLoader {
   uint64_t seed_ = 0;
   int64_t epoch_ = 0;
   Sampler sampler_;     // empty unless a sampler constructor made the loader
+  BatchFn make_batch_;  // set: batches come from it, images_ and labels_ are empty
   int64_t cursor_ = 0;  // next sample position in order_
   bool started_ = false;
   std::vector<int64_t> order_;

@@ -7,6 +7,7 @@
 // checkpoint_sequential, checkpoint_nested and AutoCheckpoint work on (the layers of mlp and cnn,
 // whose stages are the module itself; the embedding, each transformer block and the classifier of
 // vit). Without stages a model trains plainly but cannot be checkpointed.
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -17,7 +18,8 @@
 
 namespace graft::models {
 
-enum class Kind { Mlp, Cnn, Vit };
+// Gpt is the character-level language model (models/gpt.h): it is made from its vocabulary's size.
+enum class Kind { Mlp, Cnn, Vit, Gpt };
 
 struct Model {
   Model() = default;
@@ -31,18 +33,22 @@ struct Model {
   std::shared_ptr<nn::Sequential> stages;  // null: no checkpointable units
 };
 
-// A fresh model of `kind`, initialised from the global generator (seed it first).
+// A fresh model of `kind`, initialised from the global generator (seed it first). Gpt needs its
+// vocabulary: make_model(Kind::Gpt, dropout, vocab_size).
 Model make_model(Kind kind);
 // The same with dropout probability `dropout` where the model has dropout layers (vit); a model
 // without them refuses a nonzero probability.
-Model make_model(Kind kind, double dropout);
+Model make_model(Kind kind, double dropout, int64_t vocab_size = 0);
 
 // Moves the module to `device`, and on the CPU to channels-last: oneDNN then convolves NHWC
 // activations without reorders (a model without 4-D parameters is unaffected). Parameters keep
 // their identity, so an optimizer built before still works.
 void place_on(nn::Module& module, Device device);
 
-// "mlp", "cnn", "vit": the names the command line uses.
+// Whether `kind` reads images (Fashion-MNIST) rather than text.
+bool is_image_model(Kind kind);
+
+// "mlp", "cnn", "vit", "gpt": the names the command line uses.
 std::string_view kind_name(Kind kind);
 // Every kind, in the order the command line lists them.
 const std::vector<Kind>& all_kinds();

@@ -6,10 +6,12 @@
 
 namespace graft::nn {
 
-void save(const Module& module, const std::string& path) {
+void save(const Module& module, const std::string& path, const std::map<std::string, std::string>& metadata) {
   std::map<std::string, Tensor> tensors;
   for (const auto& [name, t] : module.state_dict()) tensors[name] = t;
-  save_safetensors(tensors, path, {{"format", "pt"}});
+  std::map<std::string, std::string> meta = metadata;
+  meta["format"] = "pt";
+  save_safetensors(tensors, path, meta);
 }
 
 void load(Module& module, const std::string& path, bool strict) {

@@ -66,7 +66,10 @@ void add_output_flags(CLI::App& cmd, TrainFlags& f) {
       ->check(whole_number_at_least(1));
   cmd.add_option("--test-samples", j.test_samples, "Evaluate on the first N test images only (default all)")
       ->check(whole_number_at_least(1));
-  cmd.add_option("--data", j.data, "Fashion-MNIST directory (IDX .gz files)")->capture_default_str();
+  cmd.add_option("--data", j.data,
+                 "Fashion-MNIST directory (IDX .gz files); for --model gpt a UTF-8 text file (default: the fortunes "
+                 "in /usr/share/games/fortunes)")
+      ->capture_default_str();
 }
 
 // The flags the command line gave, as Recipe::make takes them (a flag not given keeps its model's default).
@@ -83,7 +86,7 @@ train::Recipe::Flags given_recipe_flags(const CLI::App& cmd, const TrainFlags& f
 }  // namespace
 
 Command add_train_command(CLI::App& app, int argc, char** argv) {
-  auto* cmd = app.add_subcommand("train", "Train a model on Fashion-MNIST");
+  auto* cmd = app.add_subcommand("train", "Train a model on Fashion-MNIST, or the character-level GPT on a text");
   auto flags = std::make_shared<TrainFlags>();
   add_recipe_flags(*cmd, *flags);
   add_output_flags(*cmd, *flags);
@@ -93,6 +96,7 @@ Command add_train_command(CLI::App& app, int argc, char** argv) {
             // A resumed run's recipe comes from its checkpoint (run_train); a new one from the flags.
             if (job.resume.empty()) job.recipe = train::Recipe::make(job.given);
             if (cmd->count("--device") > 0) job.device_text = flags->values.at("--device");
+            job.data_given = cmd->count("--data") > 0;
             if (flags->nproc > 1 && !launched_by_mpirun()) return relaunch_under_mpirun(flags->nproc, argc, argv);
             return run_train(job);
           }};

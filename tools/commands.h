@@ -21,5 +21,6 @@ Command add_bench_command(CLI::App& app);
 // argv: `--nproc N` runs the same command line again under mpirun.
 Command add_train_command(CLI::App& app, int argc, char** argv);
 Command add_eval_command(CLI::App& app);
+Command add_generate_command(CLI::App& app);
 
 }  // namespace graft::tools

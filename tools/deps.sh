@@ -3,7 +3,7 @@
 # otherwise it prints the command to run and fails, so nothing half-configures.
 set -euo pipefail
 pkgs=(meson ninja-build g++ pkg-config catch2 libcli11-dev libdnnl-dev zlib1g-dev nlohmann-json3-dev libdw-dev libopenmpi-dev openmpi-bin)
-[ "${GRAFT_WITH_DATA:-0}" = 1 ] && pkgs+=(dataset-fashion-mnist)
+[ "${GRAFT_WITH_DATA:-0}" = 1 ] && pkgs+=(dataset-fashion-mnist fortunes fortunes-min)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

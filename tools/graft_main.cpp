@@ -11,7 +11,8 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   namespace t = graft::tools;
   const std::vector<t::Command> commands{t::add_info_command(app), t::add_demo_command(app), t::add_bench_command(app),
-                                         t::add_train_command(app, argc, argv), t::add_eval_command(app)};
+                                         t::add_train_command(app, argc, argv), t::add_eval_command(app),
+                                         t::add_generate_command(app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

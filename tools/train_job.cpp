@@ -21,6 +21,10 @@
 #include "train/progress_bar.h"
 #include "train/run_checkpoint.h"
 #include "train/run_state.h"
+#include "train/iteration_log.h"
+#include "train/validation_loss.h"
+#include "data/char_corpus.h"
+#include "models/gpt.h"
 #include "train/save_weights.h"
 #include "train/trainer.h"
 #if GRAFT_HAVE_DIST
@@ -86,7 +90,11 @@ data::DataLoader make_loader(const data::FashionMnist& set, const TrainJob& job,
 
 // The flags besides the recipe's that change a run's numbers: recorded in its checkpoints.
 train::Recipe::Flags job_flags(const TrainJob& job) {
-  return {{"--train-samples", std::to_string(job.train_samples)}, {"--test-samples", std::to_string(job.test_samples)}};
+  train::Recipe::Flags f{{"--train-samples", std::to_string(job.train_samples)},
+                         {"--test-samples", std::to_string(job.test_samples)}};
+  // A language model's corpus: its vocabulary and windows are the run's (empty: the fortunes).
+  if (job.recipe.model == models::Kind::Gpt) f.emplace_back("--data", job.data_given ? job.data : "");
+  return f;
 }
 
 // --resume: the run's newest usable checkpoint, its recipe (the given flags checked against it) and
@@ -98,6 +106,14 @@ train::LoadedCheckpoint resume_run(TrainJob& job, const train::World& world) {
   job.recipe = train::resume_recipe(run, job.given, &changes);
   std::string conflicts;
   for (const auto& [flag, saved] : run.job) {
+    if (flag == "--data") {
+      if (job.data_given && job.data != saved)
+        conflicts += (conflicts.empty() ? "" : ", ") + flag + " " + job.data + " (the run has " +
+                     (saved.empty() ? std::string("the fortunes") : saved) + ")";
+      job.data_given = !saved.empty();
+      if (job.data_given) job.data = saved;
+      continue;
+    }
     int64_t* mine = flag == "--train-samples" ? &job.train_samples : flag == "--test-samples" ? &job.test_samples : nullptr;
     if (mine == nullptr) continue;
     if (*mine != 0 && std::to_string(*mine) != saved)
@@ -168,6 +184,61 @@ std::shared_ptr<train::RunCheckpoint> add_callbacks(train::Trainer& t, const Tra
   return checkpoints;
 }
 
+// graft train --model gpt: random windows of a text instead of Fashion-MNIST's epochs, the
+// validation loss every --eval-every iterations, and the vocabulary saved with the weights.
+int train_language_model(TrainJob& job, const train::World& world, int64_t local_batch,
+                         const std::optional<train::LoadedCheckpoint>& resumed) {
+  using namespace train;
+  const Recipe& r = job.recipe;
+  data::CharCorpus corpus = job.data_given ? data::load_text_file(job.data) : data::load_fortunes();
+  const nn::GPTConfig config = models::gpt_config(corpus.vocab.size(), r.dropout);
+  const int64_t T = config.block_size, V = config.vocab_size;
+  // Rank r draws its windows from the seed's r-th stream: the ranks' windows together are one
+  // iteration's batch, and a world of one draws what a single process does.
+  const uint64_t stream = r.seed + static_cast<uint64_t>(world.rank) * 0x9E3779B97F4A7C15ULL;
+  data::DataLoader loader = data::random_window_loader(corpus.train, T, local_batch, r.iters, stream, "training");
+  const Device device = r.device;
+  TrainerOptions options{.world = world};
+  options.prepare_inputs = [device](const Tensor& ids) { return ids.to(device); };
+  options.loss = [V](const Tensor& logits, const Tensor& targets) {
+    return graft::cross_entropy(logits.reshape({-1, V}), targets.flatten());
+  };
+  Trainer t(models::make_model(models::Kind::Gpt, r.dropout, V), loader, r, std::move(options));
+  if (world.rank == 0) {
+    t.add_callback(std::make_shared<ValidationLoss>(
+        corpus.val, ValidationLossOptions{.context = T, .every = r.eval_every, .seed = r.seed}));
+    t.add_callback(std::make_shared<IterationLog>(T));
+  }
+  if (job.profile) t.add_callback(std::make_shared<OpProfile>());
+  if (!job.metrics.empty()) t.add_callback(std::make_shared<MetricsCsv>(job.metrics));
+#if GRAFT_HAVE_DIST
+  t.add_callback(std::make_shared<dist::DDPCallback>(dist::DDPOptions{.poll_during_backward = job.ddp_poll}));
+#endif
+  if (!job.save.empty())
+    t.add_callback(std::make_shared<SaveWeights>(job.save, stdout, models::gpt_metadata(config, corpus.vocab.to_text())));
+  if (!job.plot.empty()) t.add_callback(std::make_shared<LossChart>(job.plot));
+  std::shared_ptr<RunCheckpoint> checkpoints;
+  if (!job.run_dir.empty()) {
+    checkpoints = std::make_shared<RunCheckpoint>(RunCheckpointOptions{
+        .dir = job.run_dir, .save_every = std::max<int64_t>(0, job.save_every), .job = job_flags(job),
+        .write = world.rank == 0});
+    t.add_callback(checkpoints);
+  }
+  if (world.size > 1)
+    std::printf("graft train: data-parallel on %d processes (MPI), batch %lld per process\n", world.size,
+                static_cast<long long>(local_batch));
+  std::printf("graft train: corpus %s: %lld characters, vocabulary of %lld; %lld train, %lld validation\n",
+              corpus.source.c_str(), static_cast<long long>(corpus.train.numel() + corpus.val.numel()),
+              static_cast<long long>(V), static_cast<long long>(corpus.train.numel()),
+              static_cast<long long>(corpus.val.numel()));
+  std::printf("graft train: %s\n", t.recipe().describe().c_str());
+  std::fflush(stdout);
+  if (resumed) t.resume(resumed->state);
+  t.fit();
+  if (checkpoints && checkpoints->stop_signal() != 0) return StopSignals::exit_status(checkpoints->stop_signal());
+  return 0;
+}
+
 int train_on(TrainJob job, const train::World& world) {
   quiet_other_ranks(job, world);
   // Before any data is read or step taken: a bad output path must not cost the run (rank 0 only;
@@ -184,6 +255,12 @@ int train_on(TrainJob job, const train::World& world) {
   const int64_t local_batch = split_batch(job.recipe, world);
   manual_seed(job.recipe.seed);
   place_device(job, world);
+  if (job.recipe.model == models::Kind::Gpt) {
+    GRAFT_CHECK(job.graph.empty() && job.memory_timeline.empty() && job.train_samples == 0 && job.test_samples == 0,
+                "graft train --model gpt: --graph, --memory-timeline, --train-samples and --test-samples are for the "
+                "image models");
+    return train_language_model(job, world, local_batch, resumed);
+  }
   data::FashionMnist train_set(job.data, true), test_set(job.data, false);
   data::DataLoader loader = make_loader(train_set, job, world, local_batch);
   train::Trainer trainer(models::make_model(job.recipe.model, job.recipe.dropout), loader, job.recipe, {.world = world});

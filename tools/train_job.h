@@ -25,7 +25,8 @@ struct TrainJob {
   train::Recipe recipe;
   train::Recipe::Flags given;       // the recipe flags on the command line (checked against a resumed run)
   std::string device_text = "cpu";  // --device as given ("cuda" without an index: per rank)
-  std::string data = data::FashionMnist::kDefaultRoot;
+  std::string data = data::FashionMnist::kDefaultRoot;  // gpt: a UTF-8 text file when data_given
+  bool data_given = false;          // --data was on the command line (gpt without it: the fortunes)
   std::string save, metrics, plot, graph, memory_timeline;  // empty: not written
   bool profile = false;
   std::string run_dir;              // --run-dir: checkpoints go here

@@ -10,10 +10,10 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const Recipe& recipe, std::vect
     case OptimizerKind::Sgd:
       return std::make_unique<optim::SGD>(std::move(parameters), lr, 0.9, 0, recipe.weight_decay.value_or(0));
     case OptimizerKind::Adam:
-      return std::make_unique<optim::Adam>(std::move(parameters), lr, std::pair<double, double>{0.9, 0.999}, 1e-8,
+      return std::make_unique<optim::Adam>(std::move(parameters), lr, recipe.betas, 1e-8,
                                            recipe.weight_decay.value_or(0));
     case OptimizerKind::AdamW:
-      return std::make_unique<optim::AdamW>(std::move(parameters), lr, std::pair<double, double>{0.9, 0.999}, 1e-8,
+      return std::make_unique<optim::AdamW>(std::move(parameters), lr, recipe.betas, 1e-8,
                                             recipe.weight_decay.value_or(1e-2));
   }
   GRAFT_ERROR("train: unknown optimizer kind ", static_cast<int>(recipe.optimizer));
@@ -24,10 +24,11 @@ std::unique_ptr<optim::LRScheduler> make_scheduler(const Recipe& recipe, optim::
   switch (recipe.schedule) {
     case Schedule::None: return nullptr;
     case Schedule::Step: return std::make_unique<optim::StepLR>(optimizer, steps_per_epoch, 0.1);
-    case Schedule::Cosine:
-      if (recipe.warmup_epochs > 0)
-        return std::make_unique<optim::WarmupCosineLR>(optimizer, recipe.warmup_epochs * steps_per_epoch, total_steps);
-      return std::make_unique<optim::CosineAnnealingLR>(optimizer, total_steps);
+    case Schedule::Cosine: {
+      const int64_t warmup = recipe.warmup_iters > 0 ? recipe.warmup_iters : recipe.warmup_epochs * steps_per_epoch;
+      if (warmup > 0) return std::make_unique<optim::WarmupCosineLR>(optimizer, warmup, total_steps, recipe.min_lr);
+      return std::make_unique<optim::CosineAnnealingLR>(optimizer, total_steps, recipe.min_lr);
+    }
   }
   GRAFT_ERROR("train: unknown schedule ", static_cast<int>(recipe.schedule));
 }

@@ -65,6 +65,18 @@ Recipe model_defaults(models::Kind kind) {
     r.lr = 2e-3;
     r.weight_decay = 0.05;
   }
+  if (kind == models::Kind::Gpt) {  // nanoGPT's baby GPT on characters
+    r.iters = 2000;
+    r.eval_every = 500;
+    r.batch_size = 12;
+    r.optimizer = OptimizerKind::AdamW;
+    r.lr = 1e-3;
+    r.weight_decay = 0.1;
+    r.betas = {0.9, 0.99};
+    r.warmup_iters = 100;
+    r.min_lr = 1e-4;
+    r.grad_clip = 1.0;
+  }
   return r;
 }
 
@@ -79,6 +91,14 @@ std::vector<std::string_view> model_names() {
   std::vector<std::string_view> names;
   for (models::Kind k : models::all_kinds()) names.push_back(models::kind_name(k));
   return names;
+}
+
+std::pair<double, double> parse_betas(const std::string& text) {
+  const auto comma = text.find(',');
+  if (comma == std::string::npos) GRAFT_ERROR("expected two numbers in [0, 1) as B1,B2, got ", text);
+  const double b1 = parse_number(text.substr(0, comma), 0, false), b2 = parse_number(text.substr(comma + 1), 0, false);
+  if (b1 >= 1 || b2 >= 1) GRAFT_ERROR("expected two numbers in [0, 1) as B1,B2, got ", text);
+  return {b1, b2};
 }
 
 // As --help and the banner print numbers: 4 significant digits, a tiny value as 0.
@@ -164,12 +184,38 @@ const std::vector<FieldDef>& defs() {
        "parameters, optimizer state and saved weights stay float32",
        [](R& r, S t) { r.precision = parse_enum(t, {Precision::Fp32, Precision::Bf16, Precision::Fp16}); },
        [](const R& r) { return std::string(name(r.precision)); }, nullptr},
-      {"--dropout", nullptr, "FLOAT", "Dropout probability of the vit's dropout layers, a number in [0, 1)",
+      {"--dropout", nullptr, "FLOAT", "Dropout probability of the vit's and gpt's dropout layers, a number in [0, 1)",
        [](R& r, S t) {
          r.dropout = parse_number(t, 0, false);
          if (r.dropout >= 1) GRAFT_ERROR("expected a number in [0, 1), got ", t);
        },
        [](const R& r) { return number_text(r.dropout); }, nullptr},
+      {"--iters", nullptr, "INT",
+       "gpt: training iterations (batches of random windows of the text), a whole number of at least 1",
+       [](R& r, S t) { r.iters = parse_whole_number(t, 1); }, [](const R& r) { return std::to_string(r.iters); },
+       "default 2000 for gpt; the image models train in --epochs"},
+      {"--eval-every", nullptr, "INT",
+       "gpt: the validation loss every N iterations and at the end, a whole number of at least 0 (0: at the end "
+       "only)",
+       [](R& r, S t) { r.eval_every = parse_whole_number(t, 0); },
+       [](const R& r) { return std::to_string(r.eval_every); }, "default 500 for gpt"},
+      {"--warmup-iters", nullptr, "INT",
+       "gpt: iterations of linear learning-rate warmup (from lr/N) before the cosine schedule, a whole number of at "
+       "least 0 and fewer than --iters",
+       [](R& r, S t) { r.warmup_iters = parse_whole_number(t, 0); },
+       [](const R& r) { return std::to_string(r.warmup_iters); },
+       "default 100 for gpt: 5% of --iters on the cosine schedule"},
+      {"--min-lr", nullptr, "FLOAT", "The cosine schedule's final learning rate, a number of at least 0 below --lr",
+       [](R& r, S t) { r.min_lr = parse_number(t, 0, false); }, [](const R& r) { return number_text(r.min_lr); },
+       nullptr},
+      {"--betas", nullptr, "B1,B2", "adam and adamw: the moment decay rates, two numbers in [0, 1)",
+       [](R& r, S t) { r.betas = parse_betas(t); },
+       [](const R& r) { return number_text(r.betas.first) + "," + number_text(r.betas.second); }, nullptr},
+      {"--grad-clip", nullptr, "FLOAT",
+       "Clip the gradients' total 2-norm to this before each step (clip_grad_norm_), a number of at least 0; 0 is "
+       "off",
+       [](R& r, S t) { r.grad_clip = parse_number(t, 0, false); },
+       [](const R& r) { return number_text(r.grad_clip); }, nullptr},
       {"--seed", nullptr, "UINT", "Random seed (model initialisation, shuffling), a whole number of at least 0",
        [](R& r, S t) { r.seed = parse_unsigned(t); }, [](const R& r) { return std::to_string(r.seed); }, nullptr},
   };
@@ -210,7 +256,7 @@ Recipe Recipe::defaults(models::Kind model) { return make({{"--model", std::stri
 
 Recipe Recipe::make(const Flags& given) {
   models::Kind kind = models::Kind::Mlp;
-  bool warmup_given = false;
+  bool warmup_given = false, warmup_iters_given = false;
   for (const auto& [flag, text] : given) {
     if (flag == "--model") {
       Recipe probe;
@@ -218,12 +264,16 @@ Recipe Recipe::make(const Flags& given) {
       kind = probe.model;
     }
     warmup_given = warmup_given || flag == "--warmup-epochs";
+    warmup_iters_given = warmup_iters_given || flag == "--warmup-iters";
   }
   Recipe r = model_defaults(kind);
   for (const auto& [flag, text] : given) r.set(flag, text);
   // vit warms up for one epoch, when there is an epoch of cosine schedule left after it.
   if (kind == models::Kind::Vit && !warmup_given && r.schedule == Schedule::Cosine)
     r.warmup_epochs = r.epochs > 1 ? 1 : 0;
+  // gpt warms up for 5% of its iterations (nanoGPT's 100 of 2000), so --iters alone stays valid.
+  if (kind == models::Kind::Gpt && !warmup_iters_given && r.schedule == Schedule::Cosine) r.warmup_iters = r.iters / 20;
+  if (kind == models::Kind::Gpt && !warmup_iters_given && r.schedule != Schedule::Cosine) r.warmup_iters = 0;
   r.validate();
   return r;
 }
@@ -263,8 +313,27 @@ void Recipe::validate() const {
   GRAFT_CHECK(!memory_budget || checkpoint == Checkpointing::None,
               "train: --memory-budget plans checkpointing itself; drop --checkpoint ", name(checkpoint));
   GRAFT_CHECK(dropout >= 0 && dropout < 1, "train: --dropout must be in [0, 1), got ", dropout);
-  GRAFT_CHECK(dropout == 0 || model == models::Kind::Vit, "train: --dropout ", dropout, " applies to vit only (",
-              models::kind_name(model), " has no dropout layers)");
+  GRAFT_CHECK(dropout == 0 || model == models::Kind::Vit || model == models::Kind::Gpt, "train: --dropout ", dropout,
+              " applies to vit and gpt only (", models::kind_name(model), " has no dropout layers)");
+  GRAFT_CHECK(min_lr >= 0 && min_lr < lr, "train: --min-lr ", min_lr, " must be at least 0 and below --lr ", lr);
+  GRAFT_CHECK(grad_clip >= 0 && std::isfinite(grad_clip), "train: --grad-clip must be a number of at least 0, got ",
+              grad_clip);
+  GRAFT_CHECK(betas.first >= 0 && betas.first < 1 && betas.second >= 0 && betas.second < 1,
+              "train: --betas must be two numbers in [0, 1), got ", betas.first, ",", betas.second);
+  if (model == models::Kind::Gpt) {
+    GRAFT_CHECK(iters >= 1, "train: gpt trains in --iters, which must be at least 1, got ", iters);
+    GRAFT_CHECK(epochs == 1, "train: gpt trains in --iters, not --epochs (got --epochs ", epochs, ")");
+    GRAFT_CHECK(warmup_epochs == 0, "train: gpt warms up in --warmup-iters, not --warmup-epochs");
+    GRAFT_CHECK(eval_every >= 0, "train: --eval-every must be at least 0, got ", eval_every);
+    GRAFT_CHECK(warmup_iters == 0 || schedule == Schedule::Cosine, "train: --warmup-iters ", warmup_iters,
+                " needs --schedule cosine (got ", name(schedule), ")");
+    GRAFT_CHECK(warmup_iters < iters || warmup_iters == 0, "train: --warmup-iters ", warmup_iters,
+                " must be fewer than --iters ", iters);
+    GRAFT_CHECK(!memory_budget, "train: --memory-budget plans image models only; gpt takes --checkpoint");
+  } else {
+    GRAFT_CHECK(iters == 0 && eval_every == 0 && warmup_iters == 0, "train: --iters, --eval-every and "
+                "--warmup-iters apply to gpt only (", models::kind_name(model), " trains in --epochs)");
+  }
 }
 
 Recipe::Flags Recipe::to_flags() const {
@@ -278,6 +347,12 @@ Recipe::Flags Recipe::to_flags() const {
     const std::string flag = f.flag;
     if (flag == "--lr") out.emplace_back(flag, exact(lr));
     else if (flag == "--dropout") out.emplace_back(flag, exact(dropout));
+    else if (flag == "--min-lr") out.emplace_back(flag, exact(min_lr));
+    else if (flag == "--grad-clip") out.emplace_back(flag, exact(grad_clip));
+    else if (flag == "--betas") out.emplace_back(flag, exact(betas.first) + "," + exact(betas.second));
+    else if (model != models::Kind::Gpt && (flag == "--iters" || flag == "--eval-every" || flag == "--warmup-iters")) {
+      // the image models' zeros are "not given" (the flags are gpt's)
+    }
     else if (flag == "--weight-decay") {
       if (weight_decay) out.emplace_back(flag, exact(*weight_decay));
     } else if (flag == "--memory-budget") {
@@ -292,6 +367,23 @@ Recipe::Flags Recipe::to_flags() const {
 }
 
 std::string Recipe::describe() const {
+  if (model == models::Kind::Gpt) {
+    std::ostringstream os;
+    os << "model gpt (4 layers, 4 heads, width 128, context 64), " << iters << " iterations, batch " << batch_size
+       << ", " << name(optimizer) << " lr " << number_text(lr);
+    if (optimizer != OptimizerKind::Sgd) os << " betas (" << number_text(betas.first) << ", " << number_text(betas.second) << ")";
+    if (weight_decay) os << ", weight decay " << number_text(*weight_decay);
+    os << " (";
+    if (warmup_iters > 0) os << warmup_iters << " warmup iterations, then ";
+    os << name(schedule) << " schedule";
+    if (schedule == Schedule::Cosine && min_lr > 0) os << " to " << number_text(min_lr);
+    os << ")";
+    if (grad_clip > 0) os << ", grad clip " << number_text(grad_clip);
+    os << ", validation every " << eval_every << ", device " << device.str() << ", precision " << name(precision)
+       << ", checkpoint " << name(checkpoint) << (save_on_cpu ? ", save-on-cpu" : "") << ", seed " << seed;
+    if (dropout > 0) os << ", dropout " << number_text(dropout);
+    return os.str();
+  }
   std::string wd = weight_decay ? ", weight decay " + number_text(*weight_decay) : "";
   std::string sched = std::string(name(schedule)) + " schedule";
   if (warmup_epochs > 0) sched = std::to_string(warmup_epochs) + " warmup epoch(s), then " + sched;

@@ -6,7 +6,7 @@
 // Invariants:
 // 1. make(given) is the defaults of the model given (mlp when none), then each given flag, then
 //    the defaults that follow other fields (vit: one warmup epoch when it trains more than one
-//    epoch on the cosine schedule). A flag given always wins; one not given takes its model's
+//    epoch on the cosine schedule; gpt: warmup for 5% of its iterations). A flag given always wins; one not given takes its model's
 //    default whatever the order of the flags.
 // 2. check(flag, text) and set(flag, text) accept the same texts; a refusal says in words what the
 //    flag takes ("expected a whole number of at least 1, got 0"), never a raw bound, and set()
@@ -65,7 +65,14 @@ struct Recipe {
   std::optional<ByteSize> memory_budget;  // plan checkpointing to fit it (nn::AutoCheckpoint)
   bool save_on_cpu = false;   // keep saved activations on the CPU (autograd::SaveOnCpu)
   Precision precision = Precision::Fp32;
-  double dropout = 0;         // vit only: its dropout probability
+  double dropout = 0;         // vit and gpt: their dropout probability
+  // gpt trains in iterations (one pass of `iters` batches of random text windows), not epochs.
+  int64_t iters = 0;          // gpt: training iterations; 0 for the image models
+  int64_t eval_every = 0;     // gpt: validation loss every N iterations (and at the end); 0: at the end only
+  int64_t warmup_iters = 0;   // gpt: linear warmup iterations before the cosine schedule
+  double min_lr = 0;          // the cosine schedule's final learning rate
+  std::pair<double, double> betas{0.9, 0.999};  // adam and adamw
+  double grad_clip = 0;       // clip the gradients' total 2-norm to this before each step; 0: off
   uint64_t seed = 0;          // the global generator (model initialisation) and the loader's shuffle
 
   using Flags = std::vector<std::pair<std::string, std::string>>;  // flag, text
@@ -83,7 +90,8 @@ struct Recipe {
   // is omitted. A run checkpoint records its recipe this way.
   Flags to_flags() const;
   // "model mlp, 1 epochs, batch 128, adam lr 0.001 (cosine schedule), standardised inputs, device
-  // cpu, precision fp32, checkpoint none, seed 0": graft train's banner.
+  // cpu, precision fp32, checkpoint none, seed 0": graft train's banner (gpt: its iterations,
+  // warmup, betas, clipping and evaluation instead of epochs and inputs).
   std::string describe() const;
   // A batch of images as the model takes it: on the device, standardised when `normalize`.
   Tensor prepare_inputs(const Tensor& images) const;

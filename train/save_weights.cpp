@@ -5,7 +5,8 @@
 
 namespace graft::train {
 
-SaveWeights::SaveWeights(std::string path, std::FILE* out) : path_(std::move(path)), out_(out) {}
+SaveWeights::SaveWeights(std::string path, std::FILE* out, std::map<std::string, std::string> metadata)
+    : path_(std::move(path)), out_(out), metadata_(std::move(metadata)) {}
 
 void SaveWeights::on_train_end(TrainerState& s) {
   if (s.interrupted) {  // these are not the trained weights; the run's checkpoint has them
@@ -13,7 +14,7 @@ void SaveWeights::on_train_end(TrainerState& s) {
     return;
   }
   s.model->to(kCPU);
-  nn::save(*s.model, path_);
+  nn::save(*s.model, path_, metadata_);
   std::fprintf(out_, "saved %s\n", path_.c_str());
 }
 

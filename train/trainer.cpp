@@ -6,6 +6,7 @@
 #include "autograd/autocast.h"
 #include "autograd/functional.h"
 #include "autograd/saved_tensor_hooks.h"
+#include "nn/clip_grad.h"
 #include "runtime/allocator.h"
 #include "runtime/error.h"
 #include "train/make_optimizer.h"
@@ -135,6 +136,10 @@ void Trainer::run_step(const data::Batch& batch, Clock::time_point epoch_start) 
   optimizer_->zero_grad(set_grads_to_none_);
   if (scaler_) scaler_->scale(s.loss).backward();
   else s.loss.backward();
+  if (recipe_.grad_clip > 0) {  // the true gradients' norm: unscaled first under a loss scaler
+    if (scaler_) scaler_->unscale_(*optimizer_);
+    nn::utils::clip_grad_norm_(optimizer_->parameters(), recipe_.grad_clip);
+  }
   notify(&TrainerCallback::on_before_optimizer_step);
   if (scaler_) {
     scaler_->step(*optimizer_);  // skipped when a gradient is inf or NaN

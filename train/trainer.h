@@ -3,7 +3,9 @@
 //
 // The loop, per step: inputs = prepare_inputs(batch.images), targets = batch.labels on the device;
 // loss = loss_fn(forward(inputs), targets) (under SaveOnCpu when the recipe asks); zero_grad;
-// backward; optimizer step; scheduler step. Per epoch: the loader's epoch is set, the allocator's
+// backward; with recipe.grad_clip, clip_grad_norm_ (after unscale_ under a loss scaler, so before
+// on_before_optimizer_step: a callback there sees clipped, unscaled gradients); optimizer step;
+// scheduler step. Per epoch: the loader's epoch is set, the allocator's
 // peak is reset, and after the last step the time, the peak and the loss summed over the World's
 // ranks go into the state. The callbacks' hooks run around these (trainer_callback.h); a run with
 // none pays one empty loop per hook.

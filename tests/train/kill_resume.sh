@@ -359,6 +359,39 @@ else
 fi
 if [[ -n $mpi_skipped ]]; then echo "  SKIP: the --nproc 2 cases ($mpi_skipped)"; else lap "--nproc 2"; fi
 
+# 5b. The character-level GPT (graft train --model gpt, with dropout: the RNG state, the random
+#     windows' loader position and the validation windows): two SIGKILLs; the resumed run's
+#     weights and its validation lines must be the uninterrupted run's.
+GPT=(--model gpt --iters 24 --eval-every 8 --batch-size 4 --dropout 0.1 --data "$W/gpt.txt")
+k_gpt=""
+pick k_gpt 2 5 22
+gpt_vals() { cat "$@" | grep -E '^iter [0-9]+: val loss|^final val loss' | sort -u; }
+awk 'BEGIN { srand(7); for (i = 0; i < 4000; i++) printf "%s%s", substr("the cat sat on a mat and ran far", int(rand() * 30) + 1, 3), (i % 17 == 16 ? "\n" : " ") }' >"$W/gpt.txt"
+d=$W/gpt_ref
+mkdir -p "$d"
+if "$G" train "${GPT[@]}" --run-dir "$d/run" --save-every 4 --save "$d/weights.st" >"$d/out" 2>"$d/err"; then
+  gpt_vals "$d/out" >"$d/vals"
+  for k in $k_gpt; do
+    kill_runs=$((kill_runs + 1))
+    r=$W/gpt_kill_$k
+    mkdir -p "$r"
+    GRAFT_TEST_KILL_AT_STEP=$k "$G" train "${GPT[@]}" --run-dir "$r/run" --save-every 4 --save "$r/weights.st" \
+      >"$r/out1" 2>"$r/err1"
+    rc=$?
+    ((rc == 137)) || { fail "gpt killed at step $k: exited $rc, not 137 (SIGKILL)"; continue; }
+    ((${#k} > 0 && $(newest_step "$r/run") >= 0)) || { fail "gpt killed at step $k: no checkpoint left"; continue; }
+    "$G" train --resume "$r/run" --save "$r/weights.st" >"$r/out2" 2>"$r/err2" ||
+      { fail "gpt resume after a kill at step $k failed:"; tail -n 5 "$r/err2" | sed 's/^/    /'; continue; }
+    cmp -s "$d/weights.st" "$r/weights.st" || fail "gpt killed at step $k: resumed weights differ from the uninterrupted run's"
+    gpt_vals "$r/out1" "$r/out2" >"$r/vals"
+    same "validation lines" "$d/vals" "$r/vals" "gpt killed at step $k"
+  done
+else
+  fail "gpt reference run failed:"
+  tail -n 5 "$d/err" | sed 's/^/    /'
+fi
+lap "gpt [$k_gpt]"
+
 # 6. SIGTERM and SIGINT: a run of 240 steps (a second or two), signalled once its first
 #    checkpoint (epoch 1's end) exists.
 SIGRUN=(--epochs 60 --train-samples 512 --test-samples 256)

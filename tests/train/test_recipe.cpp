@@ -86,7 +86,7 @@ TEST_CASE("Recipe refuses a bad value in words, naming the flag, and check() say
   CHECK(set("--lr", "inf") == "--lr: expected a number above 0, got inf");
   CHECK(set("--weight-decay", "-1") == "--weight-decay: expected a number of at least 0, got -1");
   CHECK(set("--optimizer", "rmsprop") == "--optimizer: expected sgd, adam or adamw, got rmsprop");
-  CHECK(set("--model", "resnet") == "--model: expected mlp, cnn or vit, got resnet");
+  CHECK(set("--model", "resnet") == "--model: expected mlp, cnn, vit or gpt, got resnet");
   CHECK(set("--schedule", "linear") == "--schedule: expected none, cosine or step, got linear");
   CHECK(set("--checkpoint", "all") == "--checkpoint: expected none, sqrt or nested, got all");
   CHECK(set("--device", "gpu") == "--device: expected cpu, cuda or cuda:N, got gpu");
@@ -140,7 +140,7 @@ TEST_CASE("Recipe::describe is graft train's banner") {
 
 TEST_CASE("Recipe::fields: every flag says what it takes and each model's default in words, never a raw bound") {
   const auto& fields = Recipe::fields();
-  REQUIRE(fields.size() == 16);
+  REQUIRE(fields.size() == 22);
   for (const auto& f : fields) {
     INFO(f.flag << ": " << f.help);
     CHECK(f.flag.rfind("--", 0) == 0);
@@ -156,18 +156,20 @@ TEST_CASE("Recipe::fields: every flag says what it takes and each model's defaul
       if (f.flag == flag) return f.help;
     return std::string();
   };
-  CHECK(help("--lr").find("default 0.001 for mlp and cnn, 0.002 for vit") != std::string::npos);
-  CHECK(help("--optimizer").find("default adam for mlp and cnn, adamw for vit") != std::string::npos);
+  CHECK(help("--lr").find("default 0.001 for mlp, cnn and gpt, 0.002 for vit") != std::string::npos);
+  CHECK(help("--optimizer").find("default adam for mlp and cnn, adamw for vit and gpt") != std::string::npos);
   CHECK(help("--weight-decay").find("a number of at least 0") != std::string::npos);
-  CHECK(help("--weight-decay").find("default unset for mlp and cnn, 0.05 for vit") != std::string::npos);
+  CHECK(help("--weight-decay").find("default unset for mlp and cnn, 0.05 for vit, 0.1 for gpt") != std::string::npos);
+  CHECK(help("--betas").find("default 0.9,0.999 for mlp, cnn and vit, 0.9,0.99 for gpt") != std::string::npos);
+  CHECK(help("--iters").find("default 2000 for gpt") != std::string::npos);
   CHECK(help("--warmup-epochs").find("a whole number of at least 0") != std::string::npos);
   CHECK(help("--epochs").find("(default 1)") != std::string::npos);
   CHECK(help("--dropout").find("(default 0)") != std::string::npos);
 }
 
-TEST_CASE("Recipe --dropout: vit only, in [0, 1), in the banner when set, and to_flags reads back exactly") {
+TEST_CASE("Recipe --dropout: vit and gpt only, in [0, 1), in the banner when set, and to_flags reads back exactly") {
   CHECK(Recipe::check("--dropout", "1") == "expected a number in [0, 1), got 1");
-  CHECK_THROWS_WITH(Recipe::make({{"--dropout", "0.1"}}), Catch::Contains("--dropout 0.1 applies to vit only"));
+  CHECK_THROWS_WITH(Recipe::make({{"--dropout", "0.1"}}), Catch::Contains("--dropout 0.1 applies to vit and gpt only"));
   const Recipe r = Recipe::make({{"--model", "vit"}, {"--dropout", "0.1"}, {"--lr", "0.00123456789"},
                                  {"--memory-budget", "16MiB"}, {"--normalize", "false"}});
   CHECK_THAT(r.describe(), Catch::EndsWith(", seed 0, dropout 0.1"));
@@ -179,6 +181,41 @@ TEST_CASE("Recipe --dropout: vit only, in [0, 1), in the banner when set, and to
   CHECK(back.warmup_epochs == r.warmup_epochs);
   CHECK_FALSE(back.normalize);
   CHECK(back.weight_decay == r.weight_decay);
+}
+
+TEST_CASE("Recipe for gpt: nanoGPT's baby recipe in iterations, warmup following --iters, exact to_flags") {
+  const Recipe r = Recipe::make({{"--model", "gpt"}});
+  CHECK(r.iters == 2000);
+  CHECK(r.epochs == 1);
+  CHECK(r.batch_size == 12);
+  CHECK(r.optimizer == train::OptimizerKind::AdamW);
+  CHECK(r.lr == 1e-3);
+  CHECK(r.weight_decay == 0.1);
+  CHECK(r.betas == std::pair<double, double>{0.9, 0.99});
+  CHECK(r.warmup_iters == 100);
+  CHECK(r.min_lr == 1e-4);
+  CHECK(r.grad_clip == 1.0);
+  CHECK(r.eval_every == 500);
+  CHECK(r.describe() == "model gpt (4 layers, 4 heads, width 128, context 64), 2000 iterations, batch 12, adamw lr 0.001 "
+                        "betas (0.9, 0.99), weight decay 0.1 (100 warmup iterations, then cosine schedule to 0.0001), "
+                        "grad clip 1, validation every 500, device cpu, precision fp32, checkpoint none, seed 0");
+  CHECK(Recipe::make({{"--model", "gpt"}, {"--iters", "40"}}).warmup_iters == 2);
+  CHECK(Recipe::make({{"--model", "gpt"}, {"--iters", "40"}, {"--warmup-iters", "7"}}).warmup_iters == 7);
+  const Recipe odd = Recipe::make({{"--model", "gpt"}, {"--betas", "0.85,0.975"}, {"--min-lr", "3.3e-5"},
+                                   {"--grad-clip", "0.7"}, {"--dropout", "0.2"}});
+  const Recipe back = Recipe::make(odd.to_flags());
+  CHECK(back.to_flags() == odd.to_flags());
+  CHECK(back.betas == odd.betas);
+  CHECK(back.min_lr == odd.min_lr);
+  CHECK(back.grad_clip == odd.grad_clip);
+  CHECK(Recipe::make(Recipe::make({{"--model", "mlp"}}).to_flags()).iters == 0);
+  CHECK_THROWS_WITH(Recipe::make({{"--model", "gpt"}, {"--epochs", "2"}}), Catch::Contains("gpt trains in --iters"));
+  CHECK_THROWS_WITH(Recipe::make({{"--model", "cnn"}, {"--iters", "10"}}), Catch::Contains("apply to gpt only"));
+  CHECK_THROWS_WITH(Recipe::make({{"--model", "gpt"}, {"--iters", "10"}, {"--warmup-iters", "10"}}),
+                    Catch::Contains("--warmup-iters 10 must be fewer than --iters 10"));
+  CHECK_THROWS_WITH(Recipe::make({{"--model", "gpt"}, {"--min-lr", "0.01"}}), Catch::Contains("--min-lr"));
+  CHECK(Recipe::check("--betas", "0.9") == "expected two numbers in [0, 1) as B1,B2, got 0.9");
+  CHECK(Recipe::check("--betas", "0.9,1") == "expected two numbers in [0, 1) as B1,B2, got 0.9,1");
 }
 
 TEST_CASE("Recipe::prepare_inputs standardises with the training set's statistics unless told not to") {

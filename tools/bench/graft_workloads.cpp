@@ -537,6 +537,50 @@ std::vector<Figure> bench_vit_prec(int repeat, Device device, bool bf16) {
 }
 std::vector<Figure> bench_vit(int repeat, Device device) { return bench_vit_prec(repeat, device, false); }
 
+// One training iteration of graft train --model gpt at the recipe's shapes: the baby GPT (vocab
+// 96), a batch of 12 windows of 64 random token ids, AdamW (lr 1e-3, betas 0.9/0.99, weight decay
+// 0.1), clip_grad_norm_ 1.0, as tools/bench/pytorch_gpt.py --bench step and
+// libtorch_train_reference gpt.
+std::vector<Figure> bench_gpt_step(int repeat, Device device) {
+  manual_seed(0);
+  auto model = models::gpt(96);
+  model->to(device);
+  optim::AdamW opt(model->parameters(), 1e-3, {0.9, 0.99}, 1e-8, 0.1);
+  Tensor x = randint(0, 96, {12, 64}).to(device), y = randint(0, 96, {12, 64}).to(device);
+  auto t = time_ms(device, repeat, 3, [&] {
+    opt.zero_grad(true);
+    Tensor loss = cross_entropy((*model)(x).reshape({-1, 96}), y.flatten());
+    loss.backward();
+    nn::utils::clip_grad_norm_(model->parameters(), 1.0);
+    opt.step();
+  });
+  return {summarize("gpt_step_ms", "ms", t)};
+}
+
+// 200 characters sampled (temperature 1, all tokens) after a one-token prompt from the untrained
+// baby GPT, with the KV cache and recomputing the context for each token (nn::generate), in
+// tokens per second: the per-token cost of graft generate. The model's weights do not change what
+// is computed, only which characters come out.
+std::vector<Figure> bench_gpt_generate(int repeat, Device device) {
+  manual_seed(0);
+  auto model = models::gpt(96);
+  model->to(device);
+  std::vector<Figure> out;
+  for (bool cache : {true, false}) {
+    std::vector<double> rates;
+    for (int i = 0; i < repeat + 1; ++i) {
+      manual_seed(1);
+      const double t0 = now_ms();
+      nn::generate(*model, {0}, {.max_new_tokens = 200, .kv_cache = cache});
+      sync(device);
+      if (i >= 1) rates.push_back(200.0 / ((now_ms() - t0) / 1000.0));  // one warm-up
+    }
+    out.push_back(summarize(cache ? "gpt_generate_tokens_per_s" : "gpt_generate_nocache_tokens_per_s", "tokens/s",
+                            rates));
+  }
+  return out;
+}
+
 // CUDA only: 100k random allocations and frees of 1 B - 4 MiB (log-uniform sizes, at most 64 live)
 // through the caching allocator, against the same sequence with raw cudaMalloc/cudaFree. The
 // sequence is fixed, so both sides do exactly the same requests.
@@ -773,6 +817,8 @@ const std::vector<Workload>& workloads() {
       {"sdpa_causal_L1024", [](int r, Device d) { return bench_sdpa(1024, true, r, d); }, 5},
       {"vit", bench_vit, 10},
       {"eval", bench_eval, 10},
+      {"gpt_step", bench_gpt_step, 10},
+      {"gpt_generate", bench_gpt_generate, 3},
   };
   return w;
 }

@@ -17,8 +17,8 @@ bool OpNode::needs(size_t i) const {
   return will_engine_execute_node(next_edges_[i].function);
 }
 
-void OpNode::save(SavedVariable& slot, const Tensor& t, bool is_output) {
-  slot = SavedVariable(t, is_output, this);
+void OpNode::save(SavedVariable& slot, const Tensor& t, bool is_output, SaveTolerance tolerance) {
+  slot = SavedVariable(t, is_output, this, tolerance);
   saved_.push_back(&slot);
 }
 

@@ -34,8 +34,10 @@ class OpNode : public Node {
   // At record time: whether forward input i takes part in autograd at all.
   bool has_edge(size_t i) const { return i < next_edges_.size() && next_edges_[i].is_valid(); }
   // At record time: keeps `t` in `slot`, a SavedVariable member of this node's Saved struct.
-  // is_output: `t` is an output of this node (kept without a strong self-reference).
-  void save(SavedVariable& slot, const Tensor& t, bool is_output = false);
+  // is_output: `t` is an output of this node (kept without a strong self-reference). tolerance:
+  // what the rule needs of the values (SaveTolerance; `compress:` in the op's declaration).
+  void save(SavedVariable& slot, const Tensor& t, bool is_output = false,
+            SaveTolerance tolerance = SaveTolerance::kExact);
   // In a rule: the tensor kept in `slot`, with its history re-attached under create_graph.
   Tensor unpack(const SavedVariable& slot);
 

@@ -13,15 +13,51 @@ namespace graft::autograd {
 namespace {
 
 thread_local std::vector<SavedHooksPair> t_saved_hooks;
+thread_local const SaveSite* t_save_site = nullptr;
 std::mutex g_prefetch_mu;  // guards every SavedVariable::prefetch_
 
 std::string tensor_type_str(DType dtype, const Shape& shape, Device device) {
   return detail::str_cat("[", device.is_cuda() ? "CUDA" : "", dtype_type_name(dtype), " ", shape_str(shape), "]");
 }
 
+// Whether t is a parameter as far as compression goes: a leaf that requires grad, a view of one,
+// or the output of a dtype cast whose input is one (autocast's cast of a weight).
+bool from_parameter(const Tensor& t, const AutogradMeta* m) {
+  if (!m) return false;
+  if (m->requires_grad_ && !m->grad_fn_) return true;
+  if (m->is_view_ && m->base_.defined()) {
+    const AutogradMeta* b = get_meta(m->base_);
+    if (b && b->requires_grad_ && !b->grad_fn_) return true;
+  }
+  if (m->grad_fn_ && m->grad_fn_->name() == "ToCopyBackward") {
+    for (const Edge& e : m->grad_fn_->next_edges())
+      if (e.is_valid() && e.function->name() == "AccumulateGrad") return true;
+  }
+  (void)t;
+  return false;
+}
+
+bool from_softmax(const AutogradMeta* m) {
+  if (!m) return false;
+  const AutogradMeta* src = m;
+  if (m->is_view_ && m->base_.defined()) src = get_meta(m->base_);
+  for (const AutogradMeta* a : {m, src}) {
+    if (!a || !a->grad_fn_) continue;
+    const std::string n = a->grad_fn_->name();
+    if (n == "SoftmaxBackward" || n == "LogSoftmaxBackward") return true;
+  }
+  return false;
+}
+
 // Packing runs with grad disabled and must not write its input.
-Packed run_pack(const PackHook& pack, const Tensor& t) {
+Packed run_pack(const PackHook& pack, const Tensor& t, const SaveSite& site) {
   NoGradGuard ng;
+  const SaveSite* outer = t_save_site;
+  t_save_site = &site;
+  struct Restore {
+    const SaveSite* outer;
+    ~Restore() { t_save_site = outer; }
+  } restore{outer};
   int64_t before = t.version();
   Packed p = pack(t);
   GRAFT_CHECK(t.version() == before, "saved tensors pack hook: a pack hook must not modify its input in place (",
@@ -30,6 +66,8 @@ Packed run_pack(const PackHook& pack, const Tensor& t) {
 }
 
 }  // namespace
+
+const SaveSite* current_save_site() { return t_save_site; }
 
 const SavedHooksPair* current_saved_hooks() { return t_saved_hooks.empty() ? nullptr : &t_saved_hooks.back(); }
 void push_saved_hooks(SavedHooksPair pair) { t_saved_hooks.push_back(std::move(pair)); }
@@ -43,7 +81,7 @@ Tensor alias_without_history(const Tensor& t) {
   return Tensor(std::make_shared<TensorImpl>(t.impl()->storage(), t.dtype(), t.sizes(), t.strides(), t.storage_offset()));
 }
 
-SavedVariable::SavedVariable(const Tensor& t, bool is_output, const Node* node) {
+SavedVariable::SavedVariable(const Tensor& t, bool is_output, const Node* node, SaveTolerance tolerance) {
   if (!t.defined()) return;
   GRAFT_CHECK(!t.is_inference(), "Inference tensors cannot be saved for backward. To work around you can make a clone "
               "to get a normal tensor and use it in autograd. (", node ? node->name() : std::string("an op"),
@@ -70,7 +108,7 @@ SavedVariable::SavedVariable(const Tensor& t, bool is_output, const Node* node) 
     prefetchable_ = hooks->prefetchable;
     hook_kind_ = hooks->kind;
     if (is_leaf_) grad_accumulator_ = grad_accumulator(t);
-    packed_ = run_pack(*hooks->pack, keep);
+    packed_ = run_pack(*hooks->pack, keep, SaveSite{node, tolerance, is_output, from_parameter(t, m), from_softmax(m)});
     return;
   }
   data_ = std::move(keep);

@@ -36,6 +36,32 @@
 namespace graft::autograd {
 
 class PrefetchGroup;
+
+// What a saved slot's rule needs of the tensor, declared per op (`compress:` in codegen/ops/*.yaml)
+// or by the hand-written node that saves it. Hooks that do not compress ignore it.
+// - kExact: the values themselves. The default: custom Functions, statistics, indices, softmax
+//   outputs and anything not declared otherwise.
+// - kLossy: the rule's result stays a good approximation when the values are approximated (a codec
+//   may keep fewer bits).
+// - kSignOnly: the rule reads only whether each element is <= 0 (relu's threshold), so a 1-bit mask
+//   unpacked as 1/0 gives the very same gradient.
+enum class SaveTolerance : uint8_t { kExact, kLossy, kSignOnly };
+
+// The tensor a pack hook is being called for: where it comes from and what its reader tolerates.
+// current_save_site() is non-null only during a pack hook's call made by SavedVariable.
+struct SaveSite {
+  const Node* node = nullptr;  // the node saving it (null when saved outside a node)
+  SaveTolerance tolerance = SaveTolerance::kExact;
+  bool is_output = false;
+  // A leaf that requires grad (a parameter), a view of one, or a dtype cast of one (autocast's
+  // cast of a weight): never compressed, whatever the slot tolerates.
+  bool from_parameter = false;
+  // An output of softmax or log_softmax (or a view of one), saved by another op (attention's
+  // probabilities saved by bmm): never compressed. Its small entries carry the gradient.
+  bool from_softmax = false;
+};
+const SaveSite* current_save_site();
+
 using Packed = std::any;
 using PackHook = std::function<Packed(const Tensor&)>;
 using UnpackHook = std::function<Tensor(const Packed&)>;
@@ -69,7 +95,10 @@ class SavedVariable {
  public:
   SavedVariable() = default;
   // `node` is the node saving it (used to detect outputs and to name it in errors).
-  SavedVariable(const Tensor& t, bool is_output, const Node* node = nullptr);
+  // `tolerance`: what the saving rule needs of the values (SaveTolerance); pack hooks read it
+  // through current_save_site().
+  SavedVariable(const Tensor& t, bool is_output, const Node* node = nullptr,
+                SaveTolerance tolerance = SaveTolerance::kExact);
 
   // The saved tensor. `node` must be the node that saved it when it was an output.
   Tensor unpack(const std::shared_ptr<Node>& node = nullptr) const;

@@ -211,6 +211,9 @@ class Op:
     api: str = ""               # "ops": no graft:: form
     registered: bool = True     # false (`dispatch: none`): a composite that is not a dispatched op
     save_after: set[str] = field(default_factory=set)
+    # saved tensor -> "lossy" / "sign": what a compressing pack hook may do to it (`compress:`);
+    # every other saved tensor is exact (autograd/saved_variable.h, SaveTolerance)
+    compress: dict = field(default_factory=dict)
     autocast: dict = field(default_factory=dict)  # device ("cpu"/"cuda") -> "lower" / "fp32" / "promote"
 
     @property
@@ -333,6 +336,13 @@ def make_op(items, where, family) -> Op:
             op.save_after = {v.strip() for v in value.split(",")}
         elif key == "autocast":
             op.autocast = parse_autocast(value, w)
+        elif key == "compress":
+            for item in (v.strip() for v in value.split(",") if v.strip()):
+                name, _, kind = item.partition("=")
+                kind = kind.strip() or "lossy"
+                if kind not in ("lossy", "sign"):
+                    raise DeclError(f"{w}: 'compress:' lists saved tensors as NAME (lossy) or NAME=sign, got '{item}'")
+                op.compress[name.strip()] = kind
         else:
             names = [k.strip() for k in key.split(",")]
             for n in names:
@@ -392,6 +402,8 @@ def check_model(ops: list[Op], enums: list[Enum]):
             raise DeclError(f"{op.where}: {op.full_name} is differentiable but has no 'check:' case")
         if not op.registered and not op.composite:
             raise DeclError(f"{op.where}: {op.full_name}: only a composite can be 'dispatch: none'")
+        if op.compress and not op.formulas:
+            raise DeclError(f"{op.where}: {op.full_name} has 'compress:' but no derivative that saves anything")
         if op.elementwise and not op.dtype_rule:
             raise DeclError(f"{op.where}: elementwise op {op.full_name} needs 'dtype:' (its plan's rule)")
         if op.autocast:
@@ -946,19 +958,28 @@ def gen_record(op: Op, types: Types, plan: RulePlan, result_expr: list[str], bef
     for n, (t, e) in plan.forward_values.items():
         out.append(f"    n->saved.{n} = {e};")
     for t, (is_out, users) in plan.saved_tensors.items():
+        tol = save_tolerance(op, t)
         if is_out:
             expr = result_expr[rnames.index(t)]
-            out.append(f"    n->save(n->saved.{t}, {expr}, true);")
+            out.append(f"    n->save(n->saved.{t}, {expr}, true{tol});")
             continue
         val = t
         if op.inplace and t == op.args[0].name:
             val = f"graft::clone({t})"  # the old value of self, before the kernel writes it
         if len(users) < ndiff:
             cond = " || ".join(f"n->has_edge({u})" for u in sorted(users))
-            out.append(f"    n->save(n->saved.{t}, ({cond}) ? {val} : Tensor());")
+            out.append(f"    n->save(n->saved.{t}, ({cond}) ? {val} : Tensor(), false{tol});")
         else:
-            out.append(f"    n->save(n->saved.{t}, {val});")
+            out.append(f"    n->save(n->saved.{t}, {val}, false{tol});")
     return out
+
+
+def save_tolerance(op: Op, saved: str) -> str:
+    """The SaveTolerance argument of n->save for a saved tensor ('' when exact, the default)."""
+    kind = op.compress.get(saved)
+    if kind is None:
+        return ""
+    return ", SaveTolerance::kLossy" if kind == "lossy" else ", SaveTolerance::kSignOnly"
 
 
 def autocast_ident(op: Op) -> str:
@@ -1019,6 +1040,10 @@ def gen_functional_cpp(ops: list[Op], types: Types) -> str:
     plans = {}
     for op in diffs:
         plans[op.full_name] = plan_rule(op, types)
+        for name in op.compress:
+            if name not in plans[op.full_name].saved_tensors:
+                raise DeclError(f"{op.where}: 'compress:' names {name}, which {op.full_name}'s rule does not save "
+                                f"(it saves: {', '.join(plans[op.full_name].saved_tensors) or 'nothing'})")
         out.extend(gen_rule(op, types, plans[op.full_name]))
         out.append("")
     out.append("}  // namespace\n")
@@ -1068,7 +1093,7 @@ def gen_wrapper_body(op: Op, types: Types, plan: RulePlan, call: str) -> list[st
         out.append(f"  {call};")
         out.append("  if (n) {")
         if saves_result:
-            out.append(f"    n->save(n->saved.result, ops::clone({self_}), true);")
+            out.append(f"    n->save(n->saved.result, ops::clone({self_}), true{save_tolerance(op, 'result')});")
         out.append(f"    n->add_input_metadata({self_});")
         out.append(f"    rebase_history({self_}, n);")
         out.append("  }")

@@ -179,6 +179,11 @@ const std::vector<FieldDef>& defs() {
       {"--save-on-cpu", nullptr, nullptr, "Keep saved activations on the CPU (SaveOnCpu)",
        [](R& r, S t) { r.save_on_cpu = parse_switch(t); },
        [](const R& r) { return std::string(r.save_on_cpu ? "on" : "off"); }, nullptr},
+      {"--compress", nullptr, "{none,bf16,int8}",
+       "Saved activations in fewer bits: bf16, or int8 with a scale per channel, for the ops that tolerate it, "
+       "and 1-bit masks for relu (exact); parameters and softmax outputs are never compressed",
+       [](R& r, S t) { r.compress = autograd::parse_saved_codec(t); },
+       [](const R& r) { return std::string(autograd::codec_name(r.compress)); }, nullptr},
       {"--precision", nullptr, "{fp32,bf16,fp16}",
        "Arithmetic of the forward and the loss: fp32, or autocast to bf16 or fp16 (fp16 adds a GradScaler); "
        "parameters, optimizer state and saved weights stay float32",
@@ -306,6 +311,11 @@ void Recipe::validate() const {
   GRAFT_CHECK(warmup_epochs >= 0, "train: --warmup-epochs must be at least 0, got ", warmup_epochs);
   GRAFT_CHECK(!memory_budget || memory_budget->bytes > 0, "train: --memory-budget must be a positive size, got ",
               memory_budget ? memory_budget->text : "");
+  // Saved-tensor hooks do not chain (the innermost pair packs), so compressed tensors could not
+  // also be moved to the CPU.
+  GRAFT_CHECK(compress == autograd::SavedCodec::kNone || !save_on_cpu, "train: --compress ",
+              autograd::codec_name(compress), " and --save-on-cpu cannot be combined (one saved-tensor hook packs "
+              "each tensor); pick one");
   GRAFT_CHECK(warmup_epochs == 0 || schedule == Schedule::Cosine, "train: --warmup-epochs ", warmup_epochs,
               " needs --schedule cosine (got ", name(schedule), ")");
   GRAFT_CHECK(warmup_epochs < epochs || warmup_epochs == 0, "train: --warmup-epochs ", warmup_epochs,
@@ -380,7 +390,9 @@ std::string Recipe::describe() const {
     os << ")";
     if (grad_clip > 0) os << ", grad clip " << number_text(grad_clip);
     os << ", validation every " << eval_every << ", device " << device.str() << ", precision " << name(precision)
-       << ", checkpoint " << name(checkpoint) << (save_on_cpu ? ", save-on-cpu" : "") << ", seed " << seed;
+       << ", checkpoint " << name(checkpoint) << (save_on_cpu ? ", save-on-cpu" : "");
+    if (compress != autograd::SavedCodec::kNone) os << ", compress " << autograd::codec_name(compress);
+    os << ", seed " << seed;
     if (dropout > 0) os << ", dropout " << number_text(dropout);
     return os.str();
   }
@@ -388,13 +400,15 @@ std::string Recipe::describe() const {
   std::string sched = std::string(name(schedule)) + " schedule";
   if (warmup_epochs > 0) sched = std::to_string(warmup_epochs) + " warmup epoch(s), then " + sched;
   const char* format =
-      "model %s, %lld epochs, batch %lld, %s lr %g%s (%s), %s inputs, device %s, precision %s, checkpoint %s%s, seed %llu";
+      "model %s, %lld epochs, batch %lld, %s lr %g%s (%s), %s inputs, device %s, precision %s, checkpoint %s%s%s, seed %llu";
+  const std::string comp =
+      compress != autograd::SavedCodec::kNone ? std::string(", compress ") + autograd::codec_name(compress) : "";
   auto print = [&](char* buf, size_t n) {
     return std::snprintf(buf, n, format, std::string(models::kind_name(model)).c_str(), static_cast<long long>(epochs),
                          static_cast<long long>(batch_size), std::string(name(optimizer)).c_str(), lr, wd.c_str(),
                          sched.c_str(), normalize ? "standardised" : "raw [0,1]", device.str().c_str(),
                          std::string(name(precision)).c_str(), std::string(name(checkpoint)).c_str(), save_on_cpu ? ", save-on-cpu" : "",
-                         static_cast<unsigned long long>(seed));
+                         comp.c_str(), static_cast<unsigned long long>(seed));
   };
   std::string s(static_cast<size_t>(print(nullptr, 0)), '\0');
   print(s.data(), s.size() + 1);

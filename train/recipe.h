@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "autograd/compress_saved.h"
 #include "models/model.h"
 #include "runtime/device.h"
 #include "runtime/tensor.h"
@@ -64,6 +65,9 @@ struct Recipe {
   Checkpointing checkpoint = Checkpointing::None;
   std::optional<ByteSize> memory_budget;  // plan checkpointing to fit it (nn::AutoCheckpoint)
   bool save_on_cpu = false;   // keep saved activations on the CPU (autograd::SaveOnCpu)
+  // Saved activations in fewer bits (autograd::CompressSaved): bf16 or int8 for the tolerant ones,
+  // 1-bit masks for relu; none: as they are.
+  autograd::SavedCodec compress = autograd::SavedCodec::kNone;
   Precision precision = Precision::Fp32;
   double dropout = 0;         // vit and gpt: their dropout probability
   // gpt trains in iterations (one pass of `iters` batches of random text windows), not epochs.

@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "autograd/autocast.h"
+#include "autograd/compress_saved.h"
 #include "autograd/functional.h"
 #include "autograd/saved_tensor_hooks.h"
 #include "nn/clip_grad.h"
@@ -126,6 +127,10 @@ void Trainer::run_step(const data::Batch& batch, Clock::time_point epoch_start) 
   {
     std::optional<autograd::SaveOnCpu> keep_on_cpu;
     if (recipe_.save_on_cpu) keep_on_cpu.emplace(s.device.is_cuda());
+    // Never with SaveOnCpu (Recipe::validate): one hook pair packs each tensor.
+    std::optional<autograd::CompressSaved> compress;
+    if (recipe_.compress != autograd::SavedCodec::kNone)
+      compress.emplace(autograd::CompressOptions{.codec = recipe_.compress, .seed = recipe_.seed});
     // Mixed precision: the forward and the loss under autocast; backward runs each op in the
     // dtype its forward used, and the float32 parameters get float32 gradients.
     std::optional<autocast::AutocastGuard> mixed;

@@ -546,6 +546,19 @@ const std::vector<Case>& cases() {
     add({"copy", "tril triu", {{f({4, 5})}, {f({2, 3, 6, 4})}, {f({129, 1031})}}, [](Tensors& x, Device) {
            return Tensors{x[0].tril(), x[0].tril(-2), x[0].triu(1), x[0].triu(-1), x[0].tril(100), x[0].triu(-100)};
          }});
+    // The saved-tensor codecs (ops/codec_math.h, one formula for both devices): masks and codes
+    // are bits, so the decoded values must agree exactly; int8 with and without stochastic rounding.
+    add({"copy", "sign mask codec", {{f({7, 13}).nograd()}, {f({129, 1031}).nograd()}}, [](Tensors& x, Device) {
+           Tensor bits = ops::_pack_sign_bits(x[0]);
+           return Tensors{bits.to(kInt64), ops::_unpack_sign_bits(bits, x[0].sizes(), x[0].dtype())};
+         }});
+    add({"copy", "int8 codec", {{f({6, 5, 7}).nograd()}, {f({129, 1031}).nograd()}}, [](Tensors& x, Device) {
+           auto q = ops::_quantize_int8(x[0], -1);
+           auto qc = ops::_quantize_int8(x[0], 0);
+           auto qs = ops::_quantize_int8(x[0], 1, /*seed=*/5, /*offset=*/3);
+           return Tensors{q[0].to(kInt64), q[1], ops::_dequantize_int8(q[0], q[1], -1, x[0].dtype()), qc[0].to(kInt64),
+                          qc[1], qs[0].to(kInt64), ops::_dequantize_int8(qs[0], qs[1], 1, kFloat32)};
+         }});
     add({"copy", "tril triu int64 bool", {{ints({5, 7}, -9, 9), mask({3, 4, 4})}}, [](Tensors& x, Device) {
            return Tensors{x[0].tril(1), x[0].triu(), x[1].tril(), x[1].triu(2)};
          }});

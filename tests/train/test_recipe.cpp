@@ -136,11 +136,16 @@ TEST_CASE("Recipe::describe is graft train's banner") {
             .describe() ==
         "model mlp, 1 epochs, batch 128, sgd lr 0.001, weight decay 0.0001 (step schedule), raw [0,1] inputs, device "
         "cpu, precision fp32, checkpoint nested, save-on-cpu, seed 7");
+  CHECK(Recipe::make({{"--model", "cnn"}, {"--compress", "int8"}}).describe().find(", compress int8, seed 0") !=
+        std::string::npos);
+  CHECK_THROWS_WITH(Recipe::make({{"--compress", "int8"}, {"--save-on-cpu", "true"}}).validate(),
+                    Catch::Contains("--compress int8 and --save-on-cpu cannot be combined"));
+  CHECK_THROWS_WITH(Recipe::make({{"--compress", "fp4"}}), Catch::Contains("unknown saved-tensor codec 'fp4'"));
 }
 
 TEST_CASE("Recipe::fields: every flag says what it takes and each model's default in words, never a raw bound") {
   const auto& fields = Recipe::fields();
-  REQUIRE(fields.size() == 22);
+  REQUIRE(fields.size() == 23);
   for (const auto& f : fields) {
     INFO(f.flag << ": " << f.help);
     CHECK(f.flag.rfind("--", 0) == 0);

@@ -1,0 +1,222 @@
+#include "autograd/compress_saved.h"
+
+#include <map>
+#include <mutex>
+#include <tuple>
+#include <utility>
+
+#include "ops/ops.h"
+
+namespace graft::autograd {
+
+namespace {
+
+enum class Form : uint8_t { kPlain, kBf16, kInt8, kMask };
+
+// What a pack call keeps. kPlain: `a` is the tensor itself (version checked at unpack); kBf16: `a`
+// the bf16 copy; kInt8: `a` the codes and `b` the scales over channel `dim`; kMask: `a` the bits.
+struct Encoded {
+  Form form = Form::kPlain;
+  Tensor a, b;
+  int64_t dim = 0;
+  DType dtype = kFloat32;
+  Shape sizes;
+  int64_t version = 0;
+};
+using EncodedPtr = std::shared_ptr<const Encoded>;
+
+// A packed storage region, by identity: the storage (weakly, so a freed and reused address can
+// never match), its version, and the geometry and dtype of the view.
+struct RegionKey {
+  const Storage* storage;
+  int64_t version, offset;
+  Shape sizes, strides;
+  DType dtype;
+  Form form;
+  bool operator<(const RegionKey& o) const {
+    return std::tie(storage, version, offset, sizes, strides, dtype, form) <
+           std::tie(o.storage, o.version, o.offset, o.sizes, o.strides, o.dtype, o.form);
+  }
+};
+struct RegionEntry {
+  std::weak_ptr<Storage> storage;
+  std::weak_ptr<const Encoded> packed;
+};
+
+// int8's channel dim: 1 for [N, C, ...] activations of 4 or more dims (convolutions), the last
+// otherwise ([N, F], [B, T, C]: features).
+int64_t channel_dim(const Tensor& t) { return t.dim() >= 4 ? 1 : t.dim() - 1; }
+
+[[noreturn]] void modified_error(const Encoded& e, int64_t now) {
+  GRAFT_ERROR("one of the variables needed for gradient computation has been modified by an inplace operation: [",
+              e.a.device().is_cuda() ? "CUDA" : "", dtype_type_name(e.dtype), " ", shape_str(e.sizes),
+              "] is at version ", now, "; expected version ", e.version,
+              " instead (saved under CompressSaved, which kept it exactly). Hint: clone it before the in-place op.");
+}
+
+}  // namespace
+
+struct CompressSaved::State {
+  CompressOptions options;
+  mutable std::mutex mu;  // stats, cache and the rounding counter (pack runs on any thread)
+  CompressStats stats;
+  std::vector<CompressDecision> decisions;
+  const char* why = "kept";  // form_for's reason, for the record
+  std::map<RegionKey, RegionEntry> cache;
+  size_t sweep_at = 64;
+  uint64_t rounding_offset = 0;  // Philox blocks used by stochastic rounding so far
+
+  explicit State(CompressOptions o) : options(o) {}
+
+  Form form_for(const Tensor& t, const SaveSite* site) {
+    why = "kept";
+    if (!site || site->tolerance == SaveTolerance::kExact) return Form::kPlain;
+    if (site->from_parameter || site->from_softmax) {
+      ++stats.exempt;
+      why = site->from_parameter ? "exempt: parameter" : "exempt: softmax output";
+      return Form::kPlain;
+    }
+    if (site->tolerance == SaveTolerance::kSignOnly) return options.sign_masks ? Form::kMask : Form::kPlain;
+    const bool floating = is_floating(t.dtype());
+    switch (options.codec) {
+      case SavedCodec::kNone: return Form::kPlain;
+      case SavedCodec::kBf16:
+        if (!floating) break;
+        return is_reduced_floating(t.dtype()) ? Form::kPlain : Form::kBf16;
+      case SavedCodec::kInt8:
+        if (!floating || t.dim() == 0) break;
+        return Form::kInt8;
+    }
+    if (options.codec != SavedCodec::kNone) {
+      ++stats.exempt;
+      why = "exempt: dtype";
+    }
+    return Form::kPlain;
+  }
+
+  void note(const Tensor& t, const char* action) {
+    if (!options.record) return;
+    const SaveSite* site = current_save_site();
+    decisions.push_back(CompressDecision{site && site->node ? site->node->name() : std::string(),
+                                         site ? site->tolerance : SaveTolerance::kExact, action, t.sizes(),
+                                         t.dtype()});
+  }
+
+  EncodedPtr encode(const Tensor& t, Form form) {
+    auto e = std::make_shared<Encoded>();
+    e->form = form;
+    e->dtype = t.dtype();
+    e->sizes = t.sizes();
+    switch (form) {
+      case Form::kPlain:
+        e->a = t;
+        e->version = t.version();
+        break;
+      case Form::kBf16: e->a = ops::_to_copy(t, kBFloat16, t.device()); break;
+      case Form::kMask: e->a = ops::_pack_sign_bits(t); break;
+      case Form::kInt8: {
+        e->dim = channel_dim(t);
+        int64_t seed = -1, offset = 0;
+        if (options.stochastic_rounding) {
+          // A key below 2^63 (the op's seed is an int64, negative meaning "to nearest").
+          seed = static_cast<int64_t>(options.seed & 0x7fffffffffffffffULL);
+          offset = static_cast<int64_t>(rounding_offset);
+          rounding_offset += static_cast<uint64_t>((t.numel() + 3) / 4);
+        }
+        std::vector<Tensor> qs = ops::_quantize_int8(t, e->dim, seed, offset);
+        e->a = qs[0];
+        e->b = qs[1];
+        break;
+      }
+    }
+    return e;
+  }
+
+  void sweep() {
+    for (auto it = cache.begin(); it != cache.end();)
+      it = it->second.packed.expired() || it->second.storage.expired() ? cache.erase(it) : std::next(it);
+    sweep_at = std::max<size_t>(64, 2 * cache.size());
+  }
+
+  EncodedPtr pack(const Tensor& t) {
+    std::lock_guard<std::mutex> lock(mu);
+    ++stats.saves;
+    const Form form = form_for(t, current_save_site());
+    if (form == Form::kPlain) {
+      ++stats.kept;
+      note(t, why);
+      return encode(t, form);
+    }
+    const std::shared_ptr<Storage>& storage = t.impl()->storage();
+    RegionKey key{storage.get(), t.version(), t.storage_offset(), t.sizes(), t.strides(), t.dtype(), form};
+    if (auto it = cache.find(key); it != cache.end()) {
+      if (auto hit = it->second.packed.lock(); hit && !it->second.storage.expired()) {
+        ++stats.deduplicated;
+        note(t, "deduplicated");
+        return hit;
+      }
+    }
+    EncodedPtr e = encode(t, form);
+    ++(form == Form::kMask ? stats.masks : stats.compressed);
+    note(t, form == Form::kMask ? "mask" : form == Form::kBf16 ? "bf16" : "int8");
+    stats.bytes_in += static_cast<int64_t>(t.nbytes());
+    stats.bytes_out += static_cast<int64_t>(e->a.nbytes() + (e->b.defined() ? e->b.nbytes() : 0));
+    cache[key] = RegionEntry{storage, e};
+    if (cache.size() >= sweep_at) sweep();
+    return e;
+  }
+};
+
+const char* codec_name(SavedCodec c) {
+  switch (c) {
+    case SavedCodec::kNone: return "none";
+    case SavedCodec::kBf16: return "bf16";
+    case SavedCodec::kInt8: return "int8";
+  }
+  return "?";
+}
+
+SavedCodec parse_saved_codec(std::string_view name) {
+  if (name == "none") return SavedCodec::kNone;
+  if (name == "bf16") return SavedCodec::kBf16;
+  if (name == "int8") return SavedCodec::kInt8;
+  GRAFT_ERROR("unknown saved-tensor codec '", std::string(name), "' (expected none, bf16 or int8)");
+}
+
+namespace {
+
+Tensor decode(const Encoded& e) {
+  switch (e.form) {
+    case Form::kPlain: {
+      const int64_t now = e.a.version();
+      if (now != e.version) modified_error(e, now);
+      return e.a;
+    }
+    case Form::kBf16: return ops::_to_copy(e.a, e.dtype, e.a.device());
+    case Form::kMask: return ops::_unpack_sign_bits(e.a, e.sizes, e.dtype);
+    case Form::kInt8: return ops::_dequantize_int8(e.a, e.b, e.dim, e.dtype);
+  }
+  return Tensor();
+}
+
+}  // namespace
+
+CompressSaved::CompressSaved(CompressOptions options) : CompressSaved(std::make_shared<State>(options)) {}
+
+CompressSaved::CompressSaved(std::shared_ptr<State> state)
+    : SavedTensorsHooks([state](const Tensor& t) -> Packed { return state->pack(t); },
+                        [](const Packed& p) -> Tensor { return decode(*std::any_cast<const EncodedPtr&>(p)); },
+                        /*check_unpacked_metadata=*/true, "compress", /*prefetchable=*/true),
+      state_(std::move(state)) {}
+
+std::vector<CompressDecision> CompressSaved::decisions() const {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return state_->decisions;
+}
+
+CompressStats CompressSaved::stats() const {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return state_->stats;
+}
+
+}  // namespace graft::autograd

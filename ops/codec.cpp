@@ -1,0 +1,140 @@
+// The saved-tensor codecs on the CPU (codegen/ops/codec.yaml): checks and geometry in
+// ops/codec_plan.h, per-element formulas in ops/codec_math.h; only the loops are here.
+#include <algorithm>
+#include <mutex>
+#include <type_traits>
+#include <vector>
+
+#include "ops/codec_math.h"
+#include "ops/codec_plan.h"
+#include "ops/cpu_kernels.h"
+#include "ops/kernel_utils.h"
+#include "runtime/generator.h"
+#include "runtime/parallel.h"
+
+namespace graft::kernels {
+namespace {
+
+template <class T>
+constexpr bool kFloatLike = std::is_floating_point_v<T> || std::is_same_v<T, BFloat16> || std::is_same_v<T, Half>;
+
+template <class T>
+inline bool sign_bit_of(T v) {
+  if constexpr (std::is_same_v<T, double>) return codec_math::sign_bit(v);
+  else if constexpr (kFloatLike<T>) return codec_math::sign_bit(static_cast<float>(v));
+  else return v > T(0);
+}
+
+// Rows of the [outer, C, inner] view: row r is channel r % C, elements [r * inner, (r + 1) * inner).
+inline int64_t rows_grain(int64_t inner) { return std::max<int64_t>(1, kGrainSize / std::max<int64_t>(inner, 1)); }
+
+}  // namespace
+
+Tensor pack_sign_bits_cpu(const Tensor& self) {
+  check_defined(self, "_pack_sign_bits", "self");
+  const int64_t n = self.numel(), bytes = sign_bits_bytes(n);
+  Tensor out = new_tensor({bytes}, kUInt8, self.device());
+  if (n == 0) return out;
+  Tensor x = contiguous_cpu(self);
+  auto* o = static_cast<uint8_t*>(out.data_ptr());
+  dispatch_all_dtypes(self.dtype(), "_pack_sign_bits", [&]<class T>() {
+    const T* p = static_cast<const T*>(x.data_ptr());
+    parallel_for(0, bytes, kGrainSize / 8, [&](int64_t b, int64_t e) {
+      for (int64_t j = b; j < e; ++j) {
+        const int64_t first = j * 8, m = std::min<int64_t>(8, n - first);
+        uint8_t byte = 0;
+        for (int64_t k = 0; k < m; ++k) byte |= static_cast<uint8_t>(sign_bit_of(p[first + k])) << k;
+        o[j] = byte;
+      }
+    });
+  });
+  return out;
+}
+
+Tensor unpack_sign_bits_cpu(const Tensor& bits, const Shape& sizes, DType dtype) {
+  const int64_t n = plan_unpack_sign_bits(bits, sizes, dtype);
+  Tensor out = new_tensor(sizes, dtype, bits.device());
+  if (n == 0) return out;
+  Tensor b = contiguous_cpu(bits);
+  const auto* src = static_cast<const uint8_t*>(b.data_ptr());
+  dispatch_all_dtypes(dtype, "_unpack_sign_bits", [&]<class T>() {
+    T* dst = static_cast<T*>(out.data_ptr());
+    const T one = static_cast<T>(1), zero = static_cast<T>(0);
+    parallel_for(0, n, kGrainSize, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) dst[i] = (src[i >> 3] >> (i & 7)) & 1 ? one : zero;
+    });
+  });
+  return out;
+}
+
+std::vector<Tensor> quantize_int8_cpu(const Tensor& self, int64_t dim, int64_t seed, int64_t offset) {
+  const Int8Plan p = plan_quantize_int8(self, dim, seed, offset);
+  Tensor codes = new_tensor(self.sizes(), kUInt8, self.device());
+  Tensor scale = new_tensor({p.channels}, kFloat32, self.device());
+  auto* s = static_cast<float*>(scale.data_ptr());
+  std::fill(s, s + p.channels, 0.0f);
+  if (self.numel() == 0) return {codes, scale};
+  Tensor x = contiguous_cpu(self);
+  const int64_t rows = p.outer * p.channels, inner = p.inner, C = p.channels;
+  auto* q = static_cast<int8_t*>(codes.data_ptr());
+  dispatch_floating_or_reduced(self.dtype(), "_quantize_int8", [&]<class T>() {
+    const T* xp = static_cast<const T*>(x.data_ptr());
+    // Pass 1: each channel's largest finite |x|. Chunks keep their own maxima and merge them; max
+    // does not depend on the order, so neither does the scale.
+    std::mutex mu;
+    parallel_for(0, rows, rows_grain(inner), [&](int64_t b, int64_t e) {
+      std::vector<float> local(static_cast<size_t>(C), 0.0f);
+      for (int64_t r = b; r < e; ++r) {
+        float m = local[static_cast<size_t>(r % C)];
+        const T* row = xp + r * inner;
+        for (int64_t k = 0; k < inner; ++k) {
+          const float a = std::fabs(static_cast<float>(row[k]));
+          if (a > m && a != INFINITY) m = a;  // NaN fails a > m
+        }
+        local[static_cast<size_t>(r % C)] = m;
+      }
+      std::lock_guard<std::mutex> lock(mu);
+      for (int64_t c = 0; c < C; ++c) s[c] = std::max(s[c], local[static_cast<size_t>(c)]);
+    });
+    for (int64_t c = 0; c < C; ++c) s[c] = codec_math::int8_scale(s[c]);
+    // Pass 2: the codes.
+    const uint64_t useed = static_cast<uint64_t>(seed), base = static_cast<uint64_t>(offset);
+    parallel_for(0, rows, rows_grain(inner), [&](int64_t b, int64_t e) {
+      for (int64_t r = b; r < e; ++r) {
+        const float sc = s[r % C];
+        for (int64_t k = 0; k < inner; ++k) {
+          const int64_t i = r * inner + k;
+          float u = -1.0f;
+          if (p.stochastic) {
+            const auto w = philox4x32(useed, base + static_cast<uint64_t>(i) / 4);
+            u = uint_to_unit_float(w[static_cast<size_t>(i % 4)]);
+          }
+          q[i] = codec_math::int8_code(static_cast<float>(xp[i]), sc, u);
+        }
+      }
+    });
+  });
+  return {codes, scale};
+}
+
+Tensor dequantize_int8_cpu(const Tensor& codes, const Tensor& scale, int64_t dim, DType dtype) {
+  const Int8Plan p = plan_dequantize_int8(codes, scale, dim, dtype);
+  Tensor out = new_tensor(codes.sizes(), dtype, codes.device());
+  if (out.numel() == 0) return out;
+  Tensor c = contiguous_cpu(codes), sc = contiguous_cpu(scale);
+  const auto* q = static_cast<const int8_t*>(c.data_ptr());
+  const auto* s = static_cast<const float*>(sc.data_ptr());
+  const int64_t rows = p.outer * p.channels, inner = p.inner, C = p.channels;
+  dispatch_floating_or_reduced(dtype, "_dequantize_int8", [&]<class T>() {
+    T* y = static_cast<T*>(out.data_ptr());
+    parallel_for(0, rows, rows_grain(inner), [&](int64_t b, int64_t e) {
+      for (int64_t r = b; r < e; ++r) {
+        const float f = s[r % C];
+        for (int64_t k = r * inner; k < (r + 1) * inner; ++k) y[k] = static_cast<T>(codec_math::int8_value(q[k], f));
+      }
+    });
+  });
+  return out;
+}
+
+}  // namespace graft::kernels

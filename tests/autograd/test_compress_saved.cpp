@@ -1,0 +1,204 @@
+// CompressSaved (autograd/compress_saved.h): what each saved slot becomes, exact gradients where
+// the codec is exact (masks, exempt tensors), approximate ones within the codec's error, the
+// safety rules, deduplication, and the in-place check on tensors kept as they are.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "graft.h"
+#include "support/error_message.h"
+
+using namespace graft;
+using namespace graft::autograd;
+using Catch::Contains;
+
+namespace {
+
+std::vector<float> floats(const Tensor& t) { return t.to(kFloat32).contiguous().to_vector<float>(); }
+
+// Relative error of a against the exact b: ||a - b|| / ||b||.
+double rel_err(const Tensor& a, const Tensor& b) {
+  std::vector<float> x = floats(a), y = floats(b);
+  double num = 0, den = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    num += (x[i] - y[i]) * static_cast<double>(x[i] - y[i]);
+    den += y[i] * static_cast<double>(y[i]);
+  }
+  return std::sqrt(num / den);
+}
+
+std::map<std::string, int> count_actions(const std::vector<CompressDecision>& ds) {
+  std::map<std::string, int> n;
+  for (const auto& d : ds) ++n[d.action];
+  return n;
+}
+
+// A small MLP (linear -> act -> linear -> act -> linear) and its parameters' gradients.
+struct Mlp {
+  std::shared_ptr<nn::Sequential> net;
+  explicit Mlp(const std::string& act, uint64_t seed = 7) {
+    manual_seed(seed);
+    net = std::make_shared<nn::Sequential>();
+    auto add_act = [&] {
+      if (act == "relu") net->push_back(std::make_shared<nn::ReLU>());
+      else if (act == "tanh") net->push_back(std::make_shared<nn::Tanh>());
+      else net->push_back(std::make_shared<nn::GELU>());
+    };
+    net->push_back(std::make_shared<nn::Linear>(32, 64));
+    add_act();
+    net->push_back(std::make_shared<nn::Linear>(64, 64));
+    add_act();
+    net->push_back(std::make_shared<nn::Linear>(64, 10));
+  }
+  std::vector<Tensor> grads(const Tensor& x) {
+    Tensor loss = (*net)(x).pow(2).mean();
+    return autograd::grad({loss}, net->parameters());
+  }
+};
+
+}  // namespace
+
+TEST_CASE("relu saves a 1-bit mask under CompressSaved and its gradients are bit-identical") {
+  Mlp m("relu");
+  manual_seed(1);
+  Tensor x = randn({16, 32});
+  std::vector<Tensor> exact = m.grads(x);
+  for (SavedCodec codec : {SavedCodec::kNone, SavedCodec::kBf16}) {
+    std::vector<Tensor> got;
+    CompressStats st;
+    {
+      CompressSaved hooks(CompressOptions{.codec = codec});
+      got = m.grads(x);
+      st = hooks.stats();
+    }
+    CHECK(st.masks == 2);
+    if (codec == SavedCodec::kNone) {
+      CHECK(st.compressed == 0);
+      for (size_t i = 0; i < exact.size(); ++i) CHECK(floats(got[i]) == floats(exact[i]));
+    } else {
+      CHECK(st.compressed == 3);  // the three linears' inputs, in bf16 next to the masks
+    }
+  }
+}
+
+TEST_CASE("a relu mask passes the gradient where the input was NaN, as threshold_backward does") {
+  Tensor x = tensor(std::vector<float>{1.0f, -1.0f, std::nanf(""), 0.0f, 2.0f}, {5}).requires_grad_();
+  Tensor g = tensor(std::vector<float>{1, 2, 3, 4, 5}, {5});
+  Tensor exact = autograd::grad({x.relu()}, {x}, {g})[0];
+  Tensor masked;
+  {
+    CompressSaved hooks(CompressOptions{.codec = SavedCodec::kNone});
+    masked = autograd::grad({x.relu()}, {x}, {g})[0];
+  }
+  CHECK(floats(masked) == floats(exact));
+  CHECK(floats(masked) == std::vector<float>{1, 0, 3, 0, 5});
+}
+
+TEST_CASE("bf16 and int8 codecs give gradients within their error, and hold 1/2 and about 1/4 of the bytes") {
+  for (const char* act : {"tanh", "gelu"}) {
+    Mlp m(act);
+    manual_seed(2);
+    Tensor x = randn({64, 32});
+    std::vector<Tensor> exact = m.grads(x);
+    struct Want {
+      SavedCodec codec;
+      bool stochastic;
+      double max_err, bytes_ratio_lo, bytes_ratio_hi;
+    };
+    for (const Want& w : {Want{SavedCodec::kBf16, false, 1e-2, 0.5, 0.5}, Want{SavedCodec::kInt8, false, 3e-2, 0.25, 0.3},
+                          Want{SavedCodec::kInt8, true, 5e-2, 0.25, 0.3}}) {
+      INFO(act << " " << codec_name(w.codec) << (w.stochastic ? " stochastic" : ""));
+      std::vector<Tensor> got;
+      CompressStats st;
+      {
+        CompressSaved hooks(CompressOptions{.codec = w.codec, .stochastic_rounding = w.stochastic, .seed = 9});
+        got = m.grads(x);
+        st = hooks.stats();
+      }
+      CHECK(st.compressed >= 3);  // tanh: x and the two results (each also a linear's input: deduplicated)
+      const double ratio = static_cast<double>(st.bytes_out) / static_cast<double>(st.bytes_in);
+      CHECK(ratio >= w.bytes_ratio_lo);
+      CHECK(ratio <= w.bytes_ratio_hi);
+      bool any_differs = false;
+      for (size_t i = 0; i < exact.size(); ++i) {
+        CHECK(rel_err(got[i], exact[i]) < w.max_err);
+        any_differs = any_differs || floats(got[i]) != floats(exact[i]);
+      }
+      CHECK(any_differs);  // the codec really ran
+    }
+  }
+}
+
+TEST_CASE("parameters, their views and casts, softmax outputs and integer tensors are never compressed") {
+  manual_seed(4);
+  Tensor w = randn({8, 8}).requires_grad_();
+  Tensor v = randn({8, 8}).requires_grad_();
+  Tensor x0 = randn({4, 8}).requires_grad_();
+  auto forward = [&] {
+    Tensor x = x0 * 1;                          // an activation
+    Tensor h = graft::mm(x, w.t());             // mm saves x (compressible) and w.t() (a parameter's view)
+    Tensor p = graft::softmax(h, -1);           // softmax's own result: exact by declaration
+    Tensor y = graft::mm(p, v);                 // mm saves p (a softmax output) and v (a parameter)
+    Tensor e = graft::embedding(v, tensor(std::vector<int64_t>{1, 3}, {2}));  // int64 indices
+    return y.sum() + e.sum();
+  };
+  std::vector<Tensor> exact = autograd::grad({forward()}, {w, v});
+  std::vector<Tensor> got;
+  std::vector<CompressDecision> ds;
+  {
+    CompressSaved hooks(CompressOptions{.codec = SavedCodec::kInt8, .record = true});
+    got = autograd::grad({forward()}, {w, v});
+    ds = hooks.decisions();
+  }
+  auto n = count_actions(ds);
+  CHECK(n["exempt: parameter"] == 2);       // w.t() and v, saved by the two mm
+  CHECK(n["exempt: softmax output"] == 1);  // p, saved by the second mm
+  CHECK(n["int8"] == 1);                    // x
+  for (const auto& d : ds) {
+    if (d.action == "int8") CHECK(d.node == "MmBackward");
+    if (d.tolerance == SaveTolerance::kExact) CHECK(d.action == "kept");
+  }
+  // Only x was compressed, and w's gradient is mm(grad, x)^T: approximate; v's is exact.
+  CHECK(floats(got[1]) == floats(exact[1]));
+  CHECK(rel_err(got[0], exact[0]) < 3e-2);
+}
+
+TEST_CASE("a tensor saved by two ops is packed once") {
+  manual_seed(6);
+  Tensor x = randn({16, 16}).requires_grad_();
+  Tensor h = x * 2;  // a non-leaf activation
+  CompressSaved hooks(CompressOptions{.codec = SavedCodec::kBf16, .record = true});
+  Tensor a = graft::gelu(h);  // saves h
+  Tensor b = graft::tanh(a);
+  Tensor c = h * b;           // saves h again, and b, which tanh saved as its result
+  auto st = hooks.stats();
+  CHECK(st.compressed == 2);    // h and b, once each
+  CHECK(st.deduplicated == 2);  // mul's two saves
+  CHECK(st.bytes_in == 2 * 16 * 16 * 4);
+  (void)c;
+  auto n = count_actions(hooks.decisions());
+  CHECK(n["deduplicated"] == 2);
+}
+
+TEST_CASE("a tensor kept exactly under CompressSaved still reports an in-place write at backward") {
+  Tensor x = tensor(std::vector<float>{1, 2, 3}, {3}).requires_grad_();
+  Tensor y = x * 1;
+  Tensor z;
+  {
+    CompressSaved hooks;
+    z = graft::softmax(y, 0);  // its result is saved exactly
+  }
+  z.mul_(2);  // through no_grad-free in-place on the saved output
+  CHECK_THAT(test::error_message([&] { autograd::grad({z.sum()}, {x}); }), Contains("modified by an inplace operation"));
+}
+
+TEST_CASE("parse_saved_codec names the codecs it knows") {
+  CHECK(parse_saved_codec("int8") == SavedCodec::kInt8);
+  CHECK(std::string(codec_name(parse_saved_codec("bf16"))) == "bf16");
+  CHECK_THAT(test::error_message([] { parse_saved_codec("fp4"); }),
+             Contains("unknown saved-tensor codec 'fp4' (expected none, bf16 or int8)"));
+}

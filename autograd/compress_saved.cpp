@@ -1,11 +1,14 @@
 #include "autograd/compress_saved.h"
 
+#include <chrono>
 #include <map>
+#include <unordered_set>
 #include <mutex>
 #include <tuple>
 #include <utility>
 
 #include "ops/ops.h"
+#include "runtime/storage.h"
 
 namespace graft::autograd {
 
@@ -63,6 +66,7 @@ struct CompressSaved::State {
   std::vector<CompressDecision> decisions;
   const char* why = "kept";  // form_for's reason, for the record
   std::map<RegionKey, RegionEntry> cache;
+  std::unordered_set<const Storage*> kept_storages;  // for bytes_kept (alive: the packings hold them)
   size_t sweep_at = 64;
   uint64_t rounding_offset = 0;  // Philox blocks used by stochastic rounding so far
 
@@ -140,11 +144,21 @@ struct CompressSaved::State {
 
   EncodedPtr pack(const Tensor& t) {
     std::lock_guard<std::mutex> lock(mu);
+    const auto t0 = std::chrono::steady_clock::now();
+    struct Timer {
+      double& total;
+      std::chrono::steady_clock::time_point t0;
+      ~Timer() { total += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); }
+    } timer{stats.pack_seconds, t0};
     ++stats.saves;
-    const Form form = form_for(t, current_save_site());
+    const SaveSite* site = current_save_site();
+    const Form form = form_for(t, site);
     if (form == Form::kPlain) {
       ++stats.kept;
       note(t, why);
+      const bool parameter = site && site->from_parameter;
+      if (!parameter && kept_storages.insert(t.impl()->storage().get()).second)
+        stats.bytes_kept += static_cast<int64_t>(t.impl()->storage()->nbytes());
       return encode(t, form);
     }
     const std::shared_ptr<Storage>& storage = t.impl()->storage();
@@ -205,7 +219,15 @@ CompressSaved::CompressSaved(CompressOptions options) : CompressSaved(std::make_
 
 CompressSaved::CompressSaved(std::shared_ptr<State> state)
     : SavedTensorsHooks([state](const Tensor& t) -> Packed { return state->pack(t); },
-                        [](const Packed& p) -> Tensor { return decode(*std::any_cast<const EncodedPtr&>(p)); },
+                        [state](const Packed& p) -> Tensor {
+                          const auto t0 = std::chrono::steady_clock::now();
+                          Tensor r = decode(*std::any_cast<const EncodedPtr&>(p));
+                          const double dt =
+                              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+                          std::lock_guard<std::mutex> lock(state->mu);
+                          state->stats.unpack_seconds += dt;
+                          return r;
+                        },
                         /*check_unpacked_metadata=*/true, "compress", /*prefetchable=*/true),
       state_(std::move(state)) {}
 

@@ -70,6 +70,9 @@ struct CompressStats {
   int64_t exempt = 0;        // of `kept`: tolerant slots refused by invariant 1
   int64_t bytes_in = 0;      // of the tensors compressed or masked
   int64_t bytes_out = 0;     // what their packings hold
+  int64_t bytes_kept = 0;    // storages kept exactly, parameters excluded, each counted once
+  double pack_seconds = 0;   // time spent packing (the codecs' forward cost)
+  double unpack_seconds = 0; // time spent unpacking (their backward cost)
 };
 
 class CompressSaved : public SavedTensorsHooks {

@@ -28,6 +28,7 @@ int64_t added_bytes(const std::vector<LayerProfile>& L, const PlanStep& s, bool&
       return a;
     }
     case StepKind::Offload: boundary_held = false; return 0;
+    case StepKind::Compress: boundary_held = false; return f.codecs[static_cast<size_t>(s.codec)].held_bytes;
     case StepKind::Segment: {
       int64_t a = boundary_held ? 0 : f.input_bytes;
       boundary_held = false;
@@ -69,6 +70,10 @@ PlanCost eval_range(const std::vector<LayerProfile>& L, const std::vector<PlanSt
       case StepKind::Offload:
         p = at + saved_bytes(f) + grad_bytes(f);
         c.extra_seconds += f.offload_seconds;
+        break;
+      case StepKind::Compress:
+        p = at + saved_bytes(f) + grad_bytes(f);
+        c.extra_seconds += f.codecs[static_cast<size_t>(s.codec)].seconds;
         break;
       case StepKind::Segment: {
         PlanCost inner = eval_range(L, s.inner.empty() ? all_kept(s.first, s.last) : s.inner, at, true);
@@ -113,7 +118,7 @@ class Search {
  public:
   Search(const std::vector<LayerProfile>& L, double unit, int max_units)
       : L_(L), n_(static_cast<int>(L.size())), unit_(unit), R_(max_units) {
-    for (const auto& l : L) offload_ = offload_ || l.offload_seconds >= 0;
+    for (const auto& l : L) offload_ = offload_ || l.offload_seconds >= 0 || !l.codecs.empty();
     size_t states = static_cast<size_t>(n_) * n_ * (R_ + 1) * (offload_ ? 4 : 2);
     cost_.assign(states, -1.0f);  // -1: not computed yet
     choice_.assign(states, 0);
@@ -123,6 +128,9 @@ class Search {
       grad_.push_back(units(grad_bytes(l)));
       saved_.push_back(units(saved_bytes(l)));
       input_.push_back(units(l.input_bytes));
+      std::vector<int> held;
+      for (const auto& c : l.codecs) held.push_back(units(c.held_bytes));
+      codec_held_.push_back(std::move(held));
     }
     prefix_t_.assign(static_cast<size_t>(n_) + 1, 0.0);
     for (int i = 0; i < n_; ++i) prefix_t_[i + 1] = prefix_t_[i] + L[static_cast<size_t>(i)].forward_seconds;
@@ -136,7 +144,7 @@ class Search {
     size_t k = index(pos, last, r, flag, top);
     if (cost_[k] >= 0) return cost_[k];
     float best = kInf;
-    int pick = 0;  // 1 keep, 2 offload, 3 + c - pos: segment [pos, c]
+    int pick = 0;  // 1 keep, 2 offload, 3 + c - pos: segment [pos, c], kCodecPick + k: codec k
     const LayerProfile& f = L_[static_cast<size_t>(pos)];
     bool keep_flag = f.saves_output;
     int share = keep_share_[flag][pos];
@@ -147,6 +155,12 @@ class Search {
     if (top && f.offload_seconds >= 0 && saved_[pos] + grad_[pos] <= r) {
       float c = static_cast<float>(f.offload_seconds) + solve(pos + 1, last, r, 0, top);
       if (c < best) best = c, pick = 2;
+    }
+    for (size_t k = 0; top && k < f.codecs.size(); ++k) {
+      const int held = codec_held_[pos][k];
+      if (held + saved_[pos] + grad_[pos] > r) continue;
+      float c = static_cast<float>(f.codecs[k].seconds) + solve(pos + 1, last, r - held, 0, top);
+      if (c < best) best = c, pick = kCodecPick + static_cast<int>(k);
     }
     int rs = r - (flag ? 0 : input_[pos]);
     if (rs >= 0) {
@@ -180,6 +194,12 @@ class Search {
         out.push_back({StepKind::Offload, pos, pos, {}});
         flag = 0;
         ++pos;
+      } else if (pick >= kCodecPick) {
+        const int k = pick - kCodecPick;
+        out.push_back({StepKind::Compress, pos, pos, {}, k});
+        r -= codec_held_[pos][static_cast<size_t>(k)];
+        flag = 0;
+        ++pos;
       } else {
         int c = pos + pick - 3;
         int rs = r - (flag ? 0 : input_[pos]);
@@ -209,6 +229,9 @@ class Search {
   std::vector<float> cost_;
   std::vector<uint16_t> choice_;
   std::vector<int> keep_share_[2], grad_, saved_, input_;
+  std::vector<std::vector<int>> codec_held_;
+  // Picks from here on name a codec; below it, 3 + (c - pos) names a segment, and c - pos < n.
+  static constexpr int kCodecPick = 60000;
   std::vector<double> prefix_t_;
 };
 

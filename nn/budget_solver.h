@@ -22,6 +22,12 @@
 // 5. Extra time is the forward time of every recomputed layer, once per level of nesting it is
 //    inside, plus each offloaded layer's offload_seconds.
 // 6. Offload happens only outside segments: a checkpoint's re-run saves through its own hooks.
+// 7. A compressed layer (a codec of autograd/compress_saved.h) holds its codec's `held_bytes` at
+//    the end of forward: its packed tensors and the ones its codec keeps exactly, boundaries
+//    included, so a boundary a kept neighbour also saves counts twice (both copies exist). It
+//    holds no boundary in full for its neighbours. In backward it holds, like an offloaded layer,
+//    its saved bytes (decoded) and its gradients on top. Its extra time is the codec's measured
+//    pack and unpack time. Like offload, only outside segments.
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -38,9 +44,16 @@ struct LayerProfile {
   bool saves_output = false;
   double forward_seconds = 0;
   double offload_seconds = -1;  // writing out and reading back what it saves; < 0: cannot offload
+  // One entry per candidate codec (the same codecs, in the same order, for every layer).
+  struct Codec {
+    std::string name;        // "bf16", "int8"
+    int64_t held_bytes = 0;  // invariant 7
+    double seconds = 0;      // pack + unpack
+  };
+  std::vector<Codec> codecs;
 };
 
-enum class StepKind { Keep, Offload, Segment };
+enum class StepKind { Keep, Offload, Segment, Compress };
 
 // One step of a plan over layers [first, last]: Keep and Offload cover one layer; a Segment is a
 // checkpoint over its layers, re-run in backward under `inner` (empty: every layer kept).
@@ -48,6 +61,7 @@ struct PlanStep {
   StepKind kind = StepKind::Keep;
   int first = 0, last = 0;
   std::vector<PlanStep> inner;
+  int codec = -1;  // Compress: the index into the layer's codecs
 };
 
 struct PlanCost {
@@ -72,6 +86,7 @@ struct SolvedPlan {
 SolvedPlan solve_plan(const std::vector<LayerProfile>& layers, int64_t budget_bytes, int units = 256);
 int64_t min_peak_bytes(const std::vector<LayerProfile>& layers);
 
+// Segments nest; Keep, Offload and Compress cover one layer each.
 // Plans a user could pick by hand, through the same model: checkpoint_sequential's `segments`
 // chunks (the last one plain).
 std::vector<PlanStep> sequential_plan(int num_layers, int segments);

@@ -2,12 +2,17 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <limits>
+#include <optional>
 #include <fstream>
 #include <iomanip>
 #include <sstream>
 #include <unordered_set>
 
+#include "autograd/compress_saved.h"
 #include "autograd/engine.h"
+#include "autograd/functional.h"
 #include "autograd/grad_mode.h"
 #include "autograd/save_on_disk.h"
 #include "autograd/saved_tensor_hooks.h"
@@ -56,6 +61,85 @@ double offload_seconds_per_byte(const Tensor& like, const BudgetOptions& o) {
   return seconds_since(t0) / static_cast<double>(2 * kProbe);  // v is saved twice by v * v
 }
 
+// The relative 2-norm error of each gradient against the exact one: the worst of them (parameters
+// whose exact gradient is zero are skipped).
+double worst_relative_error(const std::vector<Tensor>& got, const std::vector<Tensor>& exact) {
+  double worst = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (!got[i].defined() || !exact[i].defined()) continue;
+    const double den = ops::norm(exact[i].to(kFloat64)).item<double>();
+    if (den == 0) continue;
+    const double num = ops::norm(ops::sub(got[i].to(kFloat64), exact[i].to(kFloat64))).item<double>();
+    worst = std::max(worst, std::isfinite(num) ? num / den : std::numeric_limits<double>::infinity());
+  }
+  return worst;
+}
+
+// The parameters' gradients of sum(model(input) * probe), every layer under `codec` when given.
+std::vector<Tensor> probe_gradients(Sequential& model, const Tensor& input, const Tensor& probe,
+                                    const std::vector<Tensor>& params, autograd::SavedCodec codec) {
+  autograd::EnableGradGuard eg;
+  Tensor y;
+  {
+    std::optional<autograd::CompressSaved> hooks;
+    if (codec != autograd::SavedCodec::kNone) hooks.emplace(autograd::CompressOptions{.codec = codec});
+    y = model.forward(input);
+  }
+  return autograd::grad({graft::sum(graft::mul(y, probe))}, params, {}, /*retain_graph=*/false,
+                        /*create_graph=*/false, /*allow_unused=*/true);
+}
+
+// Per layer and codec: what the layer holds when run under the codec (its input an activation with
+// history, as in training), and the codec's pack and unpack time for it.
+void measure_codecs(Sequential& model, const std::vector<Tensor>& boundaries, const std::vector<autograd::SavedCodec>& codecs,
+                    std::vector<LayerProfile>& L) {
+  for (size_t i = 0; i < L.size(); ++i) {
+    for (autograd::SavedCodec c : codecs) {
+      autograd::EnableGradGuard eg;
+      Tensor leaf = boundaries[i].detach().requires_grad_(true);
+      Tensor x = leaf * 1.0;  // an activation with history, as the layer sees in training
+      Tensor y;
+      autograd::CompressStats st;
+      {
+        autograd::CompressSaved hooks(autograd::CompressOptions{.codec = c});
+        y = (*model[i])(x);
+        st = hooks.stats();
+        autograd::grad({graft::sum(y)}, {leaf}, {}, false, false, /*allow_unused=*/true);
+        st.unpack_seconds = hooks.stats().unpack_seconds;
+      }
+      L[i].codecs.push_back({autograd::codec_name(c), st.bytes_out + st.bytes_kept, st.pack_seconds + st.unpack_seconds});
+    }
+  }
+}
+
+// Each candidate codec on the whole model against the exact gradients of the same probe, the
+// generator rewound before every pass so dropout draws the same masks.
+std::vector<CodecCheck> check_codecs(Sequential& model, const Tensor& input, const BudgetOptions& o, Generator& gen,
+                                     const RngState& rng) {
+  GRAFT_CHECK(o.max_grad_error > 0, "plan_checkpoint: BudgetOptions::max_grad_error must be positive, got ",
+              o.max_grad_error);
+  std::vector<Tensor> params = model.parameters();
+  Tensor probe;
+  {
+    autograd::NoGradGuard ng;
+    Tensor y = model.forward(input);
+    probe = ops::randn(y.sizes(), y.dtype(), y.device());
+  }
+  gen.set_state(rng);
+  std::vector<Tensor> exact = probe_gradients(model, input, probe, params, autograd::SavedCodec::kNone);
+  std::vector<CodecCheck> out;
+  for (autograd::SavedCodec c : o.codecs) {
+    if (c == autograd::SavedCodec::kNone) continue;
+    gen.set_state(rng);
+    CodecCheck k;
+    k.codec = c;
+    k.grad_error = worst_relative_error(probe_gradients(model, input, probe, params, c), exact);
+    k.accepted = k.grad_error <= o.max_grad_error;
+    out.push_back(k);
+  }
+  return out;
+}
+
 std::vector<LayerProfile> measure(Sequential& model, const Tensor& input, const BudgetOptions& o) {
   const size_t n = model.size();
   std::unordered_set<const Storage*> params;
@@ -69,6 +153,7 @@ std::vector<LayerProfile> measure(Sequential& model, const Tensor& input, const 
   std::vector<Saved> saved;
   std::vector<const Storage*> in_st(n), out_st(n);
   std::vector<LayerProfile> L(n);
+  std::vector<Tensor> boundaries(n);  // each layer's input, for the codecs' measurement
   size_t current = 0;
   Tensor y;
   {
@@ -86,6 +171,7 @@ std::vector<LayerProfile> measure(Sequential& model, const Tensor& input, const 
     for (size_t i = 0; i < n; ++i) {
       current = i;
       in_st[i] = storage_of(x);
+      if (!o.codecs.empty()) boundaries[i] = x.detach();
       L[i].input_bytes = storage_bytes(x);
       x = (*model[i])(x);
       out_st[i] = storage_of(x);
@@ -122,6 +208,7 @@ std::vector<LayerProfile> measure(Sequential& model, const Tensor& input, const 
       l.offload_seconds = spb * static_cast<double>(l.own_bytes + (l.saves_input ? l.input_bytes : 0) +
                                                     (l.saves_output ? l.output_bytes : 0));
   }
+  if (!o.codecs.empty()) measure_codecs(model, boundaries, o.codecs, L);
   for (size_t i = 0; i < n; ++i) L[i].name = std::to_string(i) + ": " + model[i]->name();
   return L;
 }
@@ -131,6 +218,8 @@ void mark(const std::vector<PlanStep>& steps, int depth, CheckpointPlan& p) {
     for (int i = s.first; i <= s.last; ++i) {
       auto& d = p.decisions[static_cast<size_t>(i)];
       if (s.kind == StepKind::Offload) d = autograd::CheckpointPolicy::MustOffload;
+      if (s.kind == StepKind::Compress)
+        p.codec[static_cast<size_t>(i)] = p.profiles[static_cast<size_t>(i)].codecs[static_cast<size_t>(s.codec)].name;
       if (s.kind == StepKind::Segment) {
         d = autograd::CheckpointPolicy::MustRecompute;
         p.depth[static_cast<size_t>(i)] = std::max(p.depth[static_cast<size_t>(i)], depth + 1);
@@ -147,6 +236,11 @@ Tensor run_steps(const Modules& mods, const std::shared_ptr<const std::vector<Pl
       case StepKind::Keep: x = (*(*mods)[static_cast<size_t>(s.first)])(x); break;
       case StepKind::Offload: {
         auto hooks = offload_hooks(x, o);
+        x = (*(*mods)[static_cast<size_t>(s.first)])(x);
+        break;
+      }
+      case StepKind::Compress: {
+        autograd::CompressSaved hooks(autograd::CompressOptions{.codec = o.codecs[static_cast<size_t>(s.codec)]});
         x = (*(*mods)[static_cast<size_t>(s.first)])(x);
         break;
       }
@@ -194,8 +288,17 @@ CheckpointPlan plan_checkpoint(Sequential& model, const Tensor& example_input, i
   Generator& gen = default_generator(example_input.device());
   RngState rng = gen.get_state();
   std::vector<LayerProfile> L;
+  std::vector<CodecCheck> checks;
+  BudgetOptions measured = options;
   try {
-    L = measure(model, example_input.detach(), options);
+    if (!options.codecs.empty()) {
+      checks = check_codecs(model, example_input.detach(), options, gen, rng);
+      measured.codecs.clear();
+      for (const CodecCheck& c : checks)
+        if (c.accepted) measured.codecs.push_back(c.codec);
+      gen.set_state(rng);
+    }
+    L = measure(model, example_input.detach(), measured);
   } catch (...) {
     gen.set_state(rng);
     throw;
@@ -204,7 +307,8 @@ CheckpointPlan plan_checkpoint(Sequential& model, const Tensor& example_input, i
 
   CheckpointPlan p;
   p.budget_bytes = budget_bytes;
-  p.options = options;
+  p.options = measured;
+  p.codec_checks = checks;
   p.profiles = L;
   p.plain_peak_bytes = evaluate_plan(L, sequential_plan(static_cast<int>(L.size()), 1)).peak_bytes;
   SolvedPlan s = solve_plan(L, budget_bytes, options.units);
@@ -221,6 +325,7 @@ CheckpointPlan plan_checkpoint(Sequential& model, const Tensor& example_input, i
   p.predicted_extra_forward = fwd > 0 ? s.cost.extra_seconds / fwd : 0;
   p.decisions.assign(L.size(), autograd::CheckpointPolicy::MustSave);
   p.depth.assign(L.size(), 0);
+  p.codec.assign(L.size(), "");
   for (const auto& l : L) p.layers.push_back(l.name);
   mark(p.steps, 0, p);
   return p;
@@ -238,15 +343,22 @@ std::string CheckpointPlan::table() const {
   os << "memory budget plan: budget " << mib(budget_bytes) << ", predicted peak " << mib(predicted_peak_bytes)
      << " (keeping everything: " << mib(plain_peak_bytes) << "), extra forward time "
      << std::fixed << std::setprecision(2) << predicted_extra_forward << "x\n";
+  for (const CodecCheck& c : codec_checks) {
+    std::ostringstream err;
+    err << std::scientific << std::setprecision(2) << c.grad_error;
+    os << "codec " << autograd::codec_name(c.codec) << ": largest parameter-gradient error " << err.str()
+       << (c.accepted ? " (accepted" : " (rejected") << ", limit " << options.max_grad_error << ")\n";
+  }
   size_t w = 5;
   for (const auto& l : layers) w = std::max(w, l.size());
-  os << std::left << std::setw(static_cast<int>(w)) << "layer" << "  " << std::setw(10) << "decision" << "  "
+  os << std::left << std::setw(static_cast<int>(w)) << "layer" << "  " << std::setw(13) << "decision" << "  "
      << std::setw(5) << "depth" << "  " << std::right << std::setw(12) << "saved" << "  " << std::setw(12) << "output"
      << "  " << std::setw(10) << "fwd ms" << "\n";
   for (size_t i = 0; i < layers.size(); ++i) {
     const LayerProfile& l = profiles[i];
     int64_t saved = l.own_bytes + (l.saves_input ? l.input_bytes : 0) + (l.saves_output ? l.output_bytes : 0);
-    os << std::left << std::setw(static_cast<int>(w)) << layers[i] << "  " << std::setw(10) << decision_name(decisions[i])
+    const std::string what = i < codec.size() && !codec[i].empty() ? "compress " + codec[i] : decision_name(decisions[i]);
+    os << std::left << std::setw(static_cast<int>(w)) << layers[i] << "  " << std::setw(13) << what
        << "  " << std::setw(5) << depth[i] << "  " << std::right << std::setw(12) << mib(saved) << "  " << std::setw(12)
        << mib(l.output_bytes) << "  " << std::setw(10) << std::setprecision(3) << l.forward_seconds * 1e3 << "\n";
   }

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "autograd/checkpoint.h"
+#include "autograd/compress_saved.h"
 #include "nn/budget_solver.h"
 #include "nn/sequential.h"
 
@@ -36,12 +37,27 @@ struct BudgetOptions {
   std::string offload_dir;
   bool allow_offload = false;
   int units = 256;  // the solver's resolution (nn/budget_solver.h)
+  // Codecs a layer may be compressed with (autograd::CompressSaved); empty: compression is not
+  // considered. Each is first tried on the whole model: a codec whose parameter gradients differ
+  // from the exact ones by more than max_grad_error (relative 2-norm, the worst parameter) is
+  // rejected for this plan.
+  std::vector<autograd::SavedCodec> codecs;
+  double max_grad_error = 1e-2;
+};
+
+// What the planner measured of one candidate codec on the example batch.
+struct CodecCheck {
+  autograd::SavedCodec codec = autograd::SavedCodec::kNone;
+  double grad_error = 0;  // the largest relative error of a parameter's gradient
+  bool accepted = false;
 };
 
 struct CheckpointPlan {
   std::vector<std::string> layers;                       // one per child: "3: Linear"
   std::vector<autograd::CheckpointPolicy> decisions;     // MustSave, MustRecompute or MustOffload
   std::vector<int> depth;                                // how many checkpoints re-run the layer
+  std::vector<std::string> codec;                        // "bf16" / "int8" for a compressed layer, else ""
+  std::vector<CodecCheck> codec_checks;                  // one per BudgetOptions::codecs
   int64_t predicted_peak_bytes = 0;
   double predicted_extra_forward = 0;  // recompute + offload time, as a fraction of one forward
   int64_t budget_bytes = 0;

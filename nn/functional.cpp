@@ -22,18 +22,23 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, const std::string& re
 Tensor dropout(const Tensor& input, double p, bool training) {
   GRAFT_CHECK(p >= 0 && p <= 1, "dropout: probability has to be between 0 and 1, but got ", p);
   if (!training || p == 0) return input;
-  Tensor mask;
+  // keep: the 0/1 draw; the scale 1 / (1 - p) as the dtype rounds it. Saved as keep (not keep *
+  // scale), the mask's backward needs only its sign: one bit under autograd::CompressSaved.
+  Tensor keep;
+  double scale = 1.0;
   {
     NoGradGuard ng;
-    mask = ops::empty_like(input);
+    keep = ops::empty_like(input);
     if (p == 1) {
-      ops::zero_(mask);
+      ops::zero_(keep);
     } else {
-      ops::bernoulli_(mask, 1 - p);
-      ops::div_(mask, 1 - p);
+      ops::bernoulli_(keep, 1 - p);
+      Tensor s = ops::full({}, 1.0, input.dtype(), kCPU);  // on the host: no device sync for the number
+      ops::div_(s, 1 - p);
+      scale = s.item<double>();
     }
   }
-  return graft::mul(input, mask);
+  return graft::_masked_scale(input, keep, scale);
 }
 
 Tensor relu(const Tensor& input) { return graft::relu(input); }

@@ -96,6 +96,15 @@ DType where_dtype(const char* op, const Tensor& cond, const Tensor& a, const Ten
   return result_type(a, b);
 }
 
+DType masked_scale_dtype(const char* op, const Tensor& x, const Tensor& keep, Scalar) {
+  check_defined(x, op, "self");
+  check_defined(keep, op, "keep");
+  GRAFT_CHECK(is_floating(x.dtype()) && keep.dtype() == x.dtype(), op,
+              ": expected a floating self and a keep mask of the same dtype, got self ", describe(x), " and keep ",
+              describe(keep));
+  return x.dtype();
+}
+
 DType masked_fill_dtype(const char* op, const Tensor& x, const Tensor& mask, Scalar) {
   check_defined(x, op, "self");
   check_defined(mask, op, "mask");

@@ -179,11 +179,16 @@ const std::vector<FieldDef>& defs() {
       {"--save-on-cpu", nullptr, nullptr, "Keep saved activations on the CPU (SaveOnCpu)",
        [](R& r, S t) { r.save_on_cpu = parse_switch(t); },
        [](const R& r) { return std::string(r.save_on_cpu ? "on" : "off"); }, nullptr},
-      {"--compress", nullptr, "{none,bf16,int8}",
+      {"--compress", nullptr, "{none,bf16,int8,auto}",
        "Saved activations in fewer bits: bf16, or int8 with a scale per channel, for the ops that tolerate it, "
-       "and 1-bit masks for relu (exact); parameters and softmax outputs are never compressed",
-       [](R& r, S t) { r.compress = autograd::parse_saved_codec(t); },
-       [](const R& r) { return std::string(autograd::codec_name(r.compress)); }, nullptr},
+       "and 1-bit masks for relu (exact); parameters and softmax outputs are never compressed. With "
+       "--memory-budget the plan compresses only the layers it needs to, and auto lets it pick the codec per layer",
+       [](R& r, S t) {
+         r.compress_auto = t == "auto";
+         r.compress = r.compress_auto ? autograd::SavedCodec::kNone : autograd::parse_saved_codec(t);
+       },
+       [](const R& r) { return r.compress_auto ? std::string("auto") : std::string(autograd::codec_name(r.compress)); },
+       nullptr},
       {"--precision", nullptr, "{fp32,bf16,fp16}",
        "Arithmetic of the forward and the loss: fp32, or autocast to bf16 or fp16 (fp16 adds a GradScaler); "
        "parameters, optimizer state and saved weights stay float32",
@@ -313,9 +318,11 @@ void Recipe::validate() const {
               memory_budget ? memory_budget->text : "");
   // Saved-tensor hooks do not chain (the innermost pair packs), so compressed tensors could not
   // also be moved to the CPU.
-  GRAFT_CHECK(compress == autograd::SavedCodec::kNone || !save_on_cpu, "train: --compress ",
-              autograd::codec_name(compress), " and --save-on-cpu cannot be combined (one saved-tensor hook packs "
-              "each tensor); pick one");
+  GRAFT_CHECK((compress == autograd::SavedCodec::kNone && !compress_auto) || !save_on_cpu, "train: --compress ",
+              compress_auto ? "auto" : autograd::codec_name(compress), " and --save-on-cpu cannot be combined (one "
+              "saved-tensor hook packs each tensor); pick one");
+  GRAFT_CHECK(!compress_auto || memory_budget, "train: --compress auto needs --memory-budget (the plan picks a codec "
+              "per layer to fit it); without a budget, name the codec: --compress bf16 or int8");
   GRAFT_CHECK(warmup_epochs == 0 || schedule == Schedule::Cosine, "train: --warmup-epochs ", warmup_epochs,
               " needs --schedule cosine (got ", name(schedule), ")");
   GRAFT_CHECK(warmup_epochs < epochs || warmup_epochs == 0, "train: --warmup-epochs ", warmup_epochs,
@@ -391,7 +398,8 @@ std::string Recipe::describe() const {
     if (grad_clip > 0) os << ", grad clip " << number_text(grad_clip);
     os << ", validation every " << eval_every << ", device " << device.str() << ", precision " << name(precision)
        << ", checkpoint " << name(checkpoint) << (save_on_cpu ? ", save-on-cpu" : "");
-    if (compress != autograd::SavedCodec::kNone) os << ", compress " << autograd::codec_name(compress);
+    if (compress != autograd::SavedCodec::kNone || compress_auto)
+      os << ", compress " << (compress_auto ? "auto" : autograd::codec_name(compress));
     os << ", seed " << seed;
     if (dropout > 0) os << ", dropout " << number_text(dropout);
     return os.str();
@@ -401,8 +409,9 @@ std::string Recipe::describe() const {
   if (warmup_epochs > 0) sched = std::to_string(warmup_epochs) + " warmup epoch(s), then " + sched;
   const char* format =
       "model %s, %lld epochs, batch %lld, %s lr %g%s (%s), %s inputs, device %s, precision %s, checkpoint %s%s%s, seed %llu";
-  const std::string comp =
-      compress != autograd::SavedCodec::kNone ? std::string(", compress ") + autograd::codec_name(compress) : "";
+  const std::string comp = compress_auto ? std::string(", compress auto")
+                           : compress != autograd::SavedCodec::kNone ? std::string(", compress ") + autograd::codec_name(compress)
+                                                                     : std::string();
   auto print = [&](char* buf, size_t n) {
     return std::snprintf(buf, n, format, std::string(models::kind_name(model)).c_str(), static_cast<long long>(epochs),
                          static_cast<long long>(batch_size), std::string(name(optimizer)).c_str(), lr, wd.c_str(),

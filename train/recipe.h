@@ -66,8 +66,10 @@ struct Recipe {
   std::optional<ByteSize> memory_budget;  // plan checkpointing to fit it (nn::AutoCheckpoint)
   bool save_on_cpu = false;   // keep saved activations on the CPU (autograd::SaveOnCpu)
   // Saved activations in fewer bits (autograd::CompressSaved): bf16 or int8 for the tolerant ones,
-  // 1-bit masks for relu; none: as they are.
+  // 1-bit masks for relu; none: as they are. With --memory-budget the plan decides per layer
+  // whether to compress with it; compress_auto lets the plan pick bf16 or int8 per layer.
   autograd::SavedCodec compress = autograd::SavedCodec::kNone;
+  bool compress_auto = false;
   Precision precision = Precision::Fp32;
   double dropout = 0;         // vit and gpt: their dropout probability
   // gpt trains in iterations (one pass of `iters` batches of random text windows), not epochs.

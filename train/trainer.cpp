@@ -36,8 +36,13 @@ Trainer::Trainer(models::Model model, data::DataLoader& loader, Recipe recipe, T
               "(a Sequential, or models::Model{module, stages})");
   models::place_on(*model_.module, recipe_.device);
   optimizer_ = options.optimizer ? std::move(options.optimizer) : make_optimizer(recipe_, model_.module->parameters());
-  if (recipe_.memory_budget)
-    budget_ = std::make_shared<nn::AutoCheckpoint>(model_.stages, recipe_.memory_budget->bytes);
+  if (recipe_.memory_budget) {
+    // --compress with a budget: candidates for the plan, which compresses only where it must.
+    nn::BudgetOptions bo;
+    if (recipe_.compress_auto) bo.codecs = {autograd::SavedCodec::kBf16, autograd::SavedCodec::kInt8};
+    else if (recipe_.compress != autograd::SavedCodec::kNone) bo.codecs = {recipe_.compress};
+    budget_ = std::make_shared<nn::AutoCheckpoint>(model_.stages, recipe_.memory_budget->bytes, bo);
+  }
   const int64_t per_epoch = loader_.num_batches(), planned = recipe_.epochs * per_epoch;
   const int64_t total = options.max_steps > 0 ? std::min(options.max_steps, planned) : planned;
   scheduler_ = options.scheduler ? std::move(options.scheduler) : make_scheduler(recipe_, *optimizer_, per_epoch, total);
@@ -129,7 +134,7 @@ void Trainer::run_step(const data::Batch& batch, Clock::time_point epoch_start) 
     if (recipe_.save_on_cpu) keep_on_cpu.emplace(s.device.is_cuda());
     // Never with SaveOnCpu (Recipe::validate): one hook pair packs each tensor.
     std::optional<autograd::CompressSaved> compress;
-    if (recipe_.compress != autograd::SavedCodec::kNone)
+    if (recipe_.compress != autograd::SavedCodec::kNone && !budget_)
       compress.emplace(autograd::CompressOptions{.codec = recipe_.compress, .seed = recipe_.seed});
     // Mixed precision: the forward and the loss under autocast; backward runs each op in the
     // dtype its forward used, and the float32 parameters get float32 gradients.

@@ -155,6 +155,14 @@ template <class T> struct Clamp {
 template <class T> struct Where {
   GRAFT_HOST_DEVICE T operator()(bool c, T a, T b) const { return c ? a : b; }
 };
+// dropout's product: (a * keep) * scale, in that order, so keep = 1 gives a * scale exactly (the
+// old a * (keep * scale) with keep * scale rounded in the dtype is the same number).
+template <class T> struct MaskedScale {
+  static constexpr int kTypes = kFloatingTypes;
+  T scale;
+  static GRAFT_HOST_DEVICE MaskedScale make(const ScalarArg* p) { return {scalar_as<T>(p[0])}; }
+  GRAFT_HOST_DEVICE T operator()(T a, T keep) const { return a * keep * scale; }
+};
 template <class T> struct MaskedFill {
   T value;
   static GRAFT_HOST_DEVICE MaskedFill make(const ScalarArg* p) { return {scalar_as<T>(p[0])}; }

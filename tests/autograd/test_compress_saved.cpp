@@ -5,6 +5,8 @@
 
 #include <cmath>
 #include <map>
+#include <optional>
+#include <utility>
 #include <memory>
 #include <string>
 #include <vector>
@@ -201,4 +203,42 @@ TEST_CASE("parse_saved_codec names the codecs it knows") {
   CHECK(std::string(codec_name(parse_saved_codec("bf16"))) == "bf16");
   CHECK_THAT(test::error_message([] { parse_saved_codec("fp4"); }),
              Contains("unknown saved-tensor codec 'fp4' (expected none, bf16 or int8)"));
+}
+
+TEST_CASE("dropout saves its 0/1 draw as a 1-bit mask and its gradients are bit-identical") {
+  manual_seed(3);
+  Tensor x = randn({32, 17}).requires_grad_();
+  Tensor g = randn({32, 17});
+  for (DType dt : {kFloat32, kBFloat16}) {
+    auto run = [&](bool compress, CompressStats* st) {
+      manual_seed(8);
+      std::optional<CompressSaved> hooks;
+      if (compress) hooks.emplace(CompressOptions{.codec = SavedCodec::kNone});
+      Tensor y = nn::functional::dropout(x.to(dt), 0.3, /*training=*/true);
+      if (st) *st = hooks->stats();
+      hooks.reset();
+      return std::pair<Tensor, Tensor>{y, autograd::grad({y}, {x}, {g.to(dt)})[0]};
+    };
+    CompressStats st;
+    auto [y0, g0] = run(false, nullptr);
+    auto [y1, g1] = run(true, &st);
+    CHECK(st.masks == 1);
+    CHECK(st.bytes_out == (32 * 17 + 7) / 8);
+    CHECK(floats(y1) == floats(y0));
+    CHECK(floats(g1) == floats(g0));
+    // y is x * (1 / 0.7) where kept (the scale rounded in the dtype) and 0 elsewhere.
+    Tensor s = ops::full({}, 1.0, dt);
+    ops::div_(s, 0.7);
+    std::vector<float> xs = floats(x.to(dt)), ys = floats(y0);
+    const float sv = floats(s)[0];
+    int kept = 0;
+    for (size_t i = 0; i < xs.size(); ++i) {
+      if (ys[i] != 0) {
+        ++kept;
+        CHECK(ys[i] == floats(tensor(std::vector<float>{xs[i] * sv}, {1}).to(dt))[0]);
+      }
+    }
+    CHECK(kept > 300);  // about 70% of 544
+    CHECK(kept < 460);
+  }
 }

@@ -184,6 +184,20 @@ variable_list conv2d_backward_rule(const Tensor& grad, const Tensor& x, const Te
   return {gx, gw, gb};
 }
 
+// The engine hands a node its incoming gradients by value and drops them once the rule returns, so
+// a gradient whose TensorImpl and storage have no other holder (no hook kept it, no retain_grad, no
+// view of it elsewhere), without autograd meta, dense and of the result's dtype and shape, is seen
+// by nothing but this rule: overwriting it is invisible, and the same functor gives the same bits.
+// The engine's own buffer accumulation (add_to_buffer) relies on the same ownership test.
+Tensor relu_grad(const Tensor& grad, const Tensor& result) {
+  const bool owned = grad.impl_ptr().use_count() == 1 && grad.impl()->storage().use_count() == 1 &&
+                     get_meta(grad) == nullptr && grad.is_contiguous() && grad.dtype() == result.dtype() &&
+                     grad.sizes() == result.sizes();
+  if (!owned) return ops::threshold_backward(grad, result, 0);
+  Tensor g = grad;  // a second reference to the same tensor, which the op writes and returns
+  return ops::threshold_backward_(g, result, 0);
+}
+
 Tensor max_pool2d_backward_rule(const Tensor& grad, const Tensor& x, const Tensor& indices) {
   Tensor gx = ops::max_pool2d_backward(grad, x, indices);
   if (building_graph()) gx = mark_not_twice_differentiable(gx, "MaxPool2DWithIndices", {&grad});

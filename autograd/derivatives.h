@@ -17,6 +17,9 @@ namespace graft::autograd::rules {
 
 // g where mask, else 0.
 Tensor zero_where_not(const Tensor& g, const Tensor& mask);
+// relu's first-order backward, threshold_backward(grad, result, 0), written into grad when the rule
+// holds the only reference to it (see derivatives.cpp).
+Tensor relu_grad(const Tensor& grad, const Tensor& result);
 
 // d gelu(x) / dx * grad: the fused kernel, or the composed formula under create_graph.
 Tensor gelu_backward_rule(const Tensor& grad, const Tensor& self, GeluApproximate approximate);

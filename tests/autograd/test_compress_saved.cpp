@@ -242,3 +242,35 @@ TEST_CASE("dropout saves its 0/1 draw as a 1-bit mask and its gradients are bit-
     CHECK(kept < 460);
   }
 }
+
+TEST_CASE("relu's backward writes into its incoming gradient when nothing else holds it, with the same bits") {
+  manual_seed(12);
+  const int64_t n = 512 * 512;  // 1 MiB of float32
+  Tensor x = randn({n}).requires_grad_();
+  Tensor w = randn({n});
+  auto peak_of_backward = [&](bool hold_gradient, Tensor* gx) {
+    Tensor h = x * 1.0;
+    Tensor y = graft::relu(h);
+    Tensor z = y * w;  // mul's backward hands relu a fresh gradient of its own
+    Tensor held;
+    if (hold_gradient) y.register_hook([&](const Tensor& g) {  // a second holder
+      held = g;
+      return Tensor();
+    });
+    Allocator* a = get_allocator(kCPU);
+    a->reset_peak_stats();
+    const int64_t base = a->stats().allocated_bytes;
+    *gx = autograd::grad({z.sum()}, {x})[0];
+    return a->stats().peak_allocated_bytes - base;
+  };
+  Tensor in_place, out_of_place;
+  const int64_t p_in = peak_of_backward(false, &in_place);
+  const int64_t p_out = peak_of_backward(true, &out_of_place);
+  CHECK(floats(in_place) == floats(out_of_place));
+  CHECK(p_out - p_in >= n * 4 * 9 / 10);  // one gradient-sized buffer fewer
+  // A gradient handed to two nodes (add's backward gives both inputs the same tensor) is not owned.
+  Tensor h = x * 1.0;
+  Tensor g2 = autograd::grad({(graft::relu(h) + graft::relu(h)).sum()}, {x})[0];
+  std::vector<float> xs = floats(x), gs = floats(g2);
+  for (size_t i = 0; i < xs.size(); i += 997) CHECK(gs[i] == (xs[i] > 0 ? 2.0f : 0.0f));
+}

@@ -254,6 +254,9 @@ const std::vector<Case>& cases() {
     const std::vector<std::vector<In>> self_only = {{f({4, 5}).written()}, {f({129, 1031}).written()}};
     inplace_binary("add_ tensor", self_other, [](Tensor& s, Tensors& x) { s.add_(x[1], 0.5); });
     inplace_binary("add_ scalar", self_only, [](Tensor& s, Tensors&) { s.add_(1.25); });
+    // relu's backward written into its incoming gradient (autograd/derivatives.h, relu_grad).
+    inplace_binary("threshold_backward_", {{f({4, 5}).written(), f({4, 5}).nograd()}, {f({129, 1031}).written(), f({129, 1031}).nograd()}},
+                   [](Tensor& s, Tensors& x) { ops::threshold_backward_(s, x[1], 0); });
     inplace_binary("sub_ tensor", self_other, [](Tensor& s, Tensors& x) { s.sub_(x[1], 2); });
     inplace_binary("sub_ scalar", self_only, [](Tensor& s, Tensors&) { s.sub_(1.25); });
     inplace_binary("mul_ tensor", self_other, [](Tensor& s, Tensors& x) { s.mul_(x[1]); });

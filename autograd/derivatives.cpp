@@ -1,6 +1,8 @@
 // The longer derivative formulas of the op declarations (derivatives.h).
 #include "autograd/derivatives.h"
 
+#include "runtime/memory_format.h"
+
 #include <algorithm>
 
 namespace graft::autograd::rules {
@@ -186,13 +188,15 @@ variable_list conv2d_backward_rule(const Tensor& grad, const Tensor& x, const Te
 
 // The engine hands a node its incoming gradients by value and drops them once the rule returns, so
 // a gradient whose TensorImpl and storage have no other holder (no hook kept it, no retain_grad, no
-// view of it elsewhere), without autograd meta, dense and of the result's dtype and shape, is seen
+// view of it elsewhere), without autograd meta, dense with the result's dtype, shape and strides, is seen
 // by nothing but this rule: overwriting it is invisible, and the same functor gives the same bits.
 // The engine's own buffer accumulation (add_to_buffer) relies on the same ownership test.
 Tensor relu_grad(const Tensor& grad, const Tensor& result) {
+  // Dense in the result's layout (contiguous, or channels-last as a CNN's are): the in-place
+  // result then has the layout the out-of-place op would give.
   const bool owned = grad.impl_ptr().use_count() == 1 && grad.impl()->storage().use_count() == 1 &&
-                     get_meta(grad) == nullptr && grad.is_contiguous() && grad.dtype() == result.dtype() &&
-                     grad.sizes() == result.sizes();
+                     get_meta(grad) == nullptr && grad.dtype() == result.dtype() && grad.sizes() == result.sizes() &&
+                     grad.strides() == result.strides() && is_non_overlapping_and_dense(grad.sizes(), grad.strides());
   if (!owned) return ops::threshold_backward(grad, result, 0);
   Tensor g = grad;  // a second reference to the same tensor, which the op writes and returns
   return ops::threshold_backward_(g, result, 0);

@@ -118,13 +118,25 @@ std::vector<CodecCheck> check_codecs(Sequential& model, const Tensor& input, con
                                      const RngState& rng) {
   GRAFT_CHECK(o.max_grad_error > 0, "plan_checkpoint: BudgetOptions::max_grad_error must be positive, got ",
               o.max_grad_error);
+  // The parameters: registered ones, and leaves that require grad saved by some op (captured
+  // weights, as in nn::Functional), found by a look-only pass.
   std::vector<Tensor> params = model.parameters();
+  std::unordered_set<const Storage*> seen;
+  for (const Tensor& p : params) seen.insert(storage_of(p));
   Tensor probe;
   {
-    autograd::NoGradGuard ng;
-    Tensor y = model.forward(input);
+    autograd::EnableGradGuard eg;
+    autograd::SavedTensorsHooks look(
+        [&](const Tensor& t) -> autograd::Packed {
+          if (t.defined() && t.requires_grad() && t.is_leaf() && seen.insert(storage_of(t)).second) params.push_back(t);
+          return Tensor();
+        },
+        [](const autograd::Packed&) -> Tensor { return Tensor(); });
+    Tensor y = model.forward(input).detach();
     probe = ops::randn(y.sizes(), y.dtype(), y.device());
   }
+  GRAFT_CHECK(!params.empty(), "plan_checkpoint: checking a codec needs the model's parameters, and this model has "
+              "none that require grad");
   gen.set_state(rng);
   std::vector<Tensor> exact = probe_gradients(model, input, probe, params, autograd::SavedCodec::kNone);
   std::vector<CodecCheck> out;

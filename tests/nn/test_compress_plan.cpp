@@ -137,3 +137,20 @@ TEST_CASE("plan_checkpoint rejects a codec whose gradient error exceeds the limi
   CheckpointPlan tight = plan_checkpoint(*model, x, min_peak_bytes(all.profiles), o);
   CHECK(std::all_of(tight.codec.begin(), tight.codec.end(), [](const std::string& c) { return c.empty(); }));
 }
+
+TEST_CASE("the codec check also covers weights a layer captures instead of registering") {
+  manual_seed(8);
+  Tensor w1 = (randn({32, 32}) * 0.2).requires_grad_(), w2 = (randn({32, 32}) * 0.2).requires_grad_();
+  auto model = std::make_shared<Sequential>();
+  for (const Tensor& w : {w1, w2}) {
+    model->push_back(std::make_shared<Functional>([w](const Tensor& x) { return graft::tanh(graft::mm(x, w)); }));
+  }
+  REQUIRE(model->parameters().empty());
+  Tensor x = randn({64, 32});
+  BudgetOptions o;
+  o.codecs = {autograd::SavedCodec::kInt8};
+  CheckpointPlan p = plan_checkpoint(*model, x, 1 << 30, o);
+  REQUIRE(p.codec_checks.size() == 1);
+  CHECK(p.codec_checks[0].grad_error > 0);
+  CHECK(p.codec_checks[0].grad_error < 5e-2);
+}

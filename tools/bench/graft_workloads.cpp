@@ -700,6 +700,26 @@ std::vector<Figure> bench_deep_mlp_budget(int repeat, Device device) {
     for (const auto& l : plan.profiles) fwd_ms += l.forward_seconds * 1e3;
     out.push_back(summarize(n + "_predicted_step_ms", "ms",
                             {summarize("", "", plain_t).median + plan.predicted_extra_forward * fwd_ms}));
+    {
+      // The same budget with compression as a fourth decision (bf16 and int8 candidates, each
+      // checked against the exact gradients first).
+      nn::BudgetOptions bo;
+      bo.codecs = {autograd::SavedCodec::kBf16, autograd::SavedCodec::kInt8};
+      nn::CheckpointPlan cp = nn::plan_checkpoint(*model, x, budget, bo);
+      std::vector<double> cpeak;
+      auto ct = run([&](const Tensor& in) { return nn::run_plan(*model, cp, in); }, cpeak);
+      cpeak.erase(cpeak.begin());
+      int compressed = 0;
+      for (const auto& c : cp.codec) compressed += c.empty() ? 0 : 1;
+      double worst = 0;
+      for (const auto& c : cp.codec_checks) worst = std::max(worst, c.accepted ? c.grad_error : 0.0);
+      out.push_back(summarize(n + "_compress_peak_mib", "MiB", cpeak));
+      out.push_back(summarize(n + "_compress_predicted_peak_mib", "MiB",
+                              {static_cast<double>(cp.predicted_peak_bytes) / (1 << 20)}));
+      out.push_back(summarize(n + "_compress_step_ms", "ms", ct));
+      out.push_back(summarize(n + "_compress_layers", "layers", {static_cast<double>(compressed)}));
+      out.push_back(summarize(n + "_compress_grad_error", "rel", {worst}));
+    }
     if (pct == 25) {
       // The sweep: the fastest segment count that fits, and the lowest peak any count reaches.
       double best = -1, lowest = -1, lowest_ms = -1;

@@ -75,9 +75,10 @@ struct CompressSaved::State {
   Form form_for(const Tensor& t, const SaveSite* site) {
     why = "kept";
     if (!site || site->tolerance == SaveTolerance::kExact) return Form::kPlain;
-    if (site->from_parameter || site->from_softmax) {
+    const bool parameter = site->from_parameter();
+    if (parameter || site->from_softmax()) {
       ++stats.exempt;
-      why = site->from_parameter ? "exempt: parameter" : "exempt: softmax output";
+      why = parameter ? "exempt: parameter" : "exempt: softmax output";
       return Form::kPlain;
     }
     if (site->tolerance == SaveTolerance::kSignOnly) return options.sign_masks ? Form::kMask : Form::kPlain;
@@ -156,7 +157,7 @@ struct CompressSaved::State {
     if (form == Form::kPlain) {
       ++stats.kept;
       note(t, why);
-      const bool parameter = site && site->from_parameter;
+      const bool parameter = site && site->tolerance != SaveTolerance::kExact && site->from_parameter();
       if (!parameter && kept_storages.insert(t.impl()->storage().get()).second)
         stats.bytes_kept += static_cast<int64_t>(t.impl()->storage()->nbytes());
       return encode(t, form);

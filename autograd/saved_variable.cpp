@@ -22,7 +22,7 @@ std::string tensor_type_str(DType dtype, const Shape& shape, Device device) {
 
 // Whether t is a parameter as far as compression goes: a leaf that requires grad, a view of one,
 // or the output of a dtype cast whose input is one (autocast's cast of a weight).
-bool from_parameter(const Tensor& t, const AutogradMeta* m) {
+bool parameter_meta(const AutogradMeta* m) {
   if (!m) return false;
   if (m->requires_grad_ && !m->grad_fn_) return true;
   if (m->is_view_ && m->base_.defined()) {
@@ -33,11 +33,10 @@ bool from_parameter(const Tensor& t, const AutogradMeta* m) {
     for (const Edge& e : m->grad_fn_->next_edges())
       if (e.is_valid() && e.function->name() == "AccumulateGrad") return true;
   }
-  (void)t;
   return false;
 }
 
-bool from_softmax(const AutogradMeta* m) {
+bool softmax_meta(const AutogradMeta* m) {
   if (!m) return false;
   const AutogradMeta* src = m;
   if (m->is_view_ && m->base_.defined()) src = get_meta(m->base_);
@@ -68,6 +67,8 @@ Packed run_pack(const PackHook& pack, const Tensor& t, const SaveSite& site) {
 }  // namespace
 
 const SaveSite* current_save_site() { return t_save_site; }
+bool SaveSite::from_parameter() const { return tensor && parameter_meta(get_meta(*tensor)); }
+bool SaveSite::from_softmax() const { return tensor && softmax_meta(get_meta(*tensor)); }
 
 const SavedHooksPair* current_saved_hooks() { return t_saved_hooks.empty() ? nullptr : &t_saved_hooks.back(); }
 void push_saved_hooks(SavedHooksPair pair) { t_saved_hooks.push_back(std::move(pair)); }
@@ -108,7 +109,7 @@ SavedVariable::SavedVariable(const Tensor& t, bool is_output, const Node* node, 
     prefetchable_ = hooks->prefetchable;
     hook_kind_ = hooks->kind;
     if (is_leaf_) grad_accumulator_ = grad_accumulator(t);
-    packed_ = run_pack(*hooks->pack, keep, SaveSite{node, tolerance, is_output, from_parameter(t, m), from_softmax(m)});
+    packed_ = run_pack(*hooks->pack, keep, SaveSite{node, tolerance, is_output, &t});
     return;
   }
   data_ = std::move(keep);

@@ -53,12 +53,15 @@ struct SaveSite {
   const Node* node = nullptr;  // the node saving it (null when saved outside a node)
   SaveTolerance tolerance = SaveTolerance::kExact;
   bool is_output = false;
-  // A leaf that requires grad (a parameter), a view of one, or a dtype cast of one (autocast's
-  // cast of a weight): never compressed, whatever the slot tolerates.
-  bool from_parameter = false;
-  // An output of softmax or log_softmax (or a view of one), saved by another op (attention's
-  // probabilities saved by bmm): never compressed. Its small entries carry the gradient.
-  bool from_softmax = false;
+  const Tensor* tensor = nullptr;  // as the op passed it, with its autograd meta
+  // Asked only by hooks that need them (CompressSaved), so other hooks (checkpoint, SaveOnCpu) pay
+  // nothing for them:
+  // - a leaf that requires grad (a parameter), a view of one, or a dtype cast of one (autocast's
+  //   cast of a weight): never compressed, whatever the slot tolerates;
+  bool from_parameter() const;
+  // - an output of softmax or log_softmax (or a view of one), saved by another op (attention's
+  //   probabilities saved by bmm): never compressed. Its small entries carry the gradient.
+  bool from_softmax() const;
 };
 const SaveSite* current_save_site();
 

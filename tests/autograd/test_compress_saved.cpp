@@ -3,6 +3,7 @@
 // safety rules, deduplication, and the in-place check on tensors kept as they are.
 #include <catch2/catch.hpp>
 
+#include <any>
 #include <cmath>
 #include <map>
 #include <optional>
@@ -273,4 +274,26 @@ TEST_CASE("relu's backward writes into its incoming gradient when nothing else h
   Tensor g2 = autograd::grad({(graft::relu(h) + graft::relu(h)).sum()}, {x})[0];
   std::vector<float> xs = floats(x), gs = floats(g2);
   for (size_t i = 0; i < xs.size(); i += 997) CHECK(gs[i] == (xs[i] > 0 ? 2.0f : 0.0f));
+}
+
+TEST_CASE("current_save_site names the saving node and its tolerance during a pack call, and is null outside") {
+  CHECK(current_save_site() == nullptr);
+  Tensor w = randn({4, 4}).requires_grad_();
+  Tensor x = randn({3, 4}) * 1.0;
+  std::vector<std::string> seen;
+  {
+    SavedTensorsHooks hooks(
+        [&](const Tensor& t) -> Packed {
+          const SaveSite* s = current_save_site();
+          REQUIRE(s != nullptr);
+          REQUIRE(s->node != nullptr);
+          seen.push_back(s->node->name() + (s->tolerance == SaveTolerance::kLossy ? " lossy" : s->tolerance == SaveTolerance::kSignOnly ? " sign" : " exact") +
+                         (s->from_parameter() ? " parameter" : ""));
+          return t;
+        },
+        [](const Packed& p) -> Tensor { return std::any_cast<const Tensor&>(p); });
+    graft::relu(graft::mm(x, w));
+  }
+  CHECK(current_save_site() == nullptr);
+  CHECK(seen == std::vector<std::string>{"MmBackward lossy", "ReluBackward sign"});
 }

@@ -8,9 +8,11 @@
 #include <cstdlib>
 #include <filesystem>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "graft.h"
+#include "support/budget_step.h"
 #include "support/temp_dir.h"
 
 using namespace graft;
@@ -35,26 +37,10 @@ Tensor batch(int64_t n = 64) {
   return randn({n, 32});
 }
 
-// Weight gradients of sum(model(x)), with .grad preallocated (as a training loop after its first
-// step), and the activation peak: allocator peak above the start of forward.
-struct StepResult {
-  std::vector<Tensor> grads;
-  int64_t activation_peak = 0;
-};
+using test::StepResult;
 template <class Forward>
 StepResult step(Sequential& model, const Tensor& x, Forward&& forward) {
-  for (Tensor& p : model.parameters()) {
-    if (!p.grad().defined()) p.mutable_grad() = zeros_like(p);
-    else p.mutable_grad().zero_();
-  }
-  Allocator* a = get_allocator(kCPU);
-  a->reset_peak_stats();
-  int64_t base = a->stats().allocated_bytes;
-  forward(x).sum().backward();
-  StepResult r;
-  r.activation_peak = a->stats().peak_allocated_bytes - base;
-  for (Tensor& p : model.parameters()) r.grads.push_back(p.grad().clone());
-  return r;
+  return test::budget_step(model, x, std::forward<Forward>(forward));
 }
 
 bool same_bits(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {

@@ -121,8 +121,16 @@ OpResult boxed(Stack& s) {
 // Calls an op with C++ arguments. Flattened: the generated ops:: file holds every op's call site,
 // and without it GCC stops inlining the stack's reserve and destructor there (unit growth), which
 // costs each op call about 150 instructions (callgrind, the engine benchmark's chain).
+// Not under a sanitizer: there every inlined body is instrumented again, and the ~300 flattened
+// call sites made ops_generated.cpp alone take 8 minutes to compile (ASan+UBSan, -O1), most of
+// CI's sanitizer job. Sanitizer builds measure correctness, not per-op instructions.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define GRAFT_FLATTEN
+#else
+#define GRAFT_FLATTEN [[gnu::flatten]]
+#endif
 template <class... A>
-[[gnu::flatten]] OpResult call_op(const Op& op, const A&... args) {
+GRAFT_FLATTEN OpResult call_op(const Op& op, const A&... args) {
   Stack s;
   s.reserve(sizeof...(A));
   (s.push_back(box(args)), ...);

@@ -202,8 +202,11 @@ Tensor relu_grad(const Tensor& grad, const Tensor& result) {
   return ops::threshold_backward_(g, result, 0);
 }
 
-Tensor max_pool2d_backward_rule(const Tensor& grad, const Tensor& x, const Tensor& indices) {
-  Tensor gx = ops::max_pool2d_backward(grad, x, indices);
+Tensor max_pool2d_backward_rule(const Tensor& grad, const Shape& x_sizes, const Shape& x_strides,
+                                const Tensor& indices) {
+  // The gradient takes the input's layout, as the forward kernel worked in it.
+  const bool channels_last = x_sizes.size() == 4 && strides_like_channels_last(x_sizes, x_strides);
+  Tensor gx = ops::max_pool2d_backward(grad, indices, x_sizes, channels_last);
   if (building_graph()) gx = mark_not_twice_differentiable(gx, "MaxPool2DWithIndices", {&grad});
   return gx;
 }

@@ -80,7 +80,8 @@ Tensor linear_weight_backward(OpNode& n, const Tensor& grad, const Tensor& input
 variable_list conv2d_backward_rule(const Tensor& grad, const Tensor& input, const Tensor& weight, const Shape& stride,
                                    const Shape& padding, const Shape& dilation, int64_t groups,
                                    const std::array<bool, 3>& mask);
-Tensor max_pool2d_backward_rule(const Tensor& grad, const Tensor& self, const Tensor& indices);
+Tensor max_pool2d_backward_rule(const Tensor& grad, const Shape& self_sizes, const Shape& self_strides,
+                                const Tensor& indices);
 Tensor avg_pool2d_backward_rule(const Tensor& grad, const Tensor& self, const Shape& kernel, const Shape& stride,
                                 const Shape& padding, bool ceil_mode, bool count_include_pad);
 

@@ -47,12 +47,15 @@ void max_pool_fill_cuda(const PoolParams& p, const Tensor& x, const Tensor& out,
 // grad_input[plane][indices[o]] += grad_out[o]  (windows may overlap, so positions accumulate).
 // The CPU kernel rejects an index outside the input plane; the same check here reads a device
 // flag back, which synchronises the stream once per call.
-Tensor max_pool2d_backward_cuda(const Tensor& grad_out, const Tensor& input, const Tensor& indices) {
+// A channels-last input gets an NCHW gradient here (the values are the same; the engine checks
+// shape, dtype and device only): the kernel scatters over NCHW planes.
+Tensor max_pool2d_backward_cuda(const Tensor& grad_out, const Tensor& indices, const Shape& input_size,
+                                bool channels_last) {
   const char* op = "max_pool2d_backward";
-  MaxPoolBackwardPlan mp = plan_max_pool2d_backward(grad_out, input, indices);
+  MaxPoolBackwardPlan mp = plan_max_pool2d_backward(grad_out, indices, input_size, channels_last);
   int64_t planes = mp.planes, per_out = mp.per_out, per_in = mp.per_in;
   cuda::DeviceGuard guard(grad_out.device().index);
-  Tensor gi = new_tensor(input.sizes(), grad_out.dtype(), grad_out.device());
+  Tensor gi = new_tensor(input_size, grad_out.dtype(), grad_out.device());
   if (gi.numel() == 0 && grad_out.numel() == 0) return gi;
   cudaStream_t stream = cuda::current_stream();
   if (gi.numel() > 0) GRAFT_CUDA_CHECK(cudaMemsetAsync(gi.data_ptr(), 0, gi.nbytes(), stream));
@@ -70,7 +73,7 @@ Tensor max_pool2d_backward_cuda(const Tensor& grad_out, const Tensor& input, con
   unsigned long long host_bad[2] = {0, 0};
   GRAFT_CUDA_CHECK(cudaMemcpyAsync(host_bad, bad_p, sizeof(host_bad), cudaMemcpyDeviceToHost, stream));
   GRAFT_CUDA_CHECK(cudaStreamSynchronize(stream));
-  if (host_bad[0] != 0) max_pool_bad_index_error(static_cast<int64_t>(host_bad[1]), mp, input);
+  if (host_bad[0] != 0) max_pool_bad_index_error(static_cast<int64_t>(host_bad[1]), mp);
   return gi;
 }
 

@@ -136,34 +136,39 @@ Tensor run_max_pool2d(MaxPoolFill fill, const Tensor& input, const Shape& kernel
   return out;
 }
 
-MaxPoolBackwardPlan plan_max_pool2d_backward(const Tensor& grad_out, const Tensor& input, const Tensor& indices) {
+MaxPoolBackwardPlan plan_max_pool2d_backward(const Tensor& grad_out, const Tensor& indices, const Shape& input_size,
+                                             bool channels_last) {
   const char* op = "max_pool2d_backward";
   check_defined(grad_out, op, "grad_out");
-  check_defined(input, op, "input");
   check_defined(indices, op, "indices");
   check_floating(grad_out, op);
   check_index_dtype(indices, op);
-  GRAFT_CHECK(input.dim() == 3 || input.dim() == 4, op, ": expected a 3-D or 4-D input, got ",
-              shape_str(input.sizes()));
+  const size_t nd = input_size.size();
+  GRAFT_CHECK(nd == 3 || nd == 4, op, ": expected a 3-D or 4-D input size, got ", shape_str(input_size));
+  for (int64_t s : input_size) GRAFT_CHECK(s >= 0, op, ": input size ", shape_str(input_size), " has a negative dim");
+  GRAFT_CHECK(!channels_last || nd == 4, op, ": a channels-last gradient needs a 4-D input size, got ",
+              shape_str(input_size));
+  GRAFT_CHECK(grad_out.device() == indices.device(), op, ": grad_out is on ", grad_out.device(),
+              " but indices are on ", indices.device());
   GRAFT_CHECK(grad_out.sizes() == indices.sizes(), op, ": grad_out ", shape_str(grad_out.sizes()),
               " and indices ", shape_str(indices.sizes()), " must have the same shape");
-  GRAFT_CHECK(grad_out.dim() == input.dim() && std::equal(input.sizes().begin(), input.sizes().end() - 2,
-                                                          grad_out.sizes().begin()),
-              op, ": grad_out ", shape_str(grad_out.sizes()), " does not match input ", shape_str(input.sizes()),
+  GRAFT_CHECK(static_cast<size_t>(grad_out.dim()) == nd &&
+                  std::equal(input_size.begin(), input_size.end() - 2, grad_out.sizes().begin()),
+              op, ": grad_out ", shape_str(grad_out.sizes()), " does not match input ", shape_str(input_size),
               " in its leading (batch and channel) dims");
   MaxPoolBackwardPlan p;
-  int64_t nd = input.dim();
-  p.H = input.size(nd - 2);
-  p.W = input.size(nd - 1);
-  p.planes = shape_numel(Shape(input.sizes().begin(), input.sizes().end() - 2));
-  p.per_out = grad_out.size(nd - 2) * grad_out.size(nd - 1);
+  p.input_size = input_size;
+  p.H = input_size[nd - 2];
+  p.W = input_size[nd - 1];
+  p.planes = shape_numel(Shape(input_size.begin(), input_size.end() - 2));
+  p.per_out = grad_out.size(static_cast<int64_t>(nd) - 2) * grad_out.size(static_cast<int64_t>(nd) - 1);
   p.per_in = p.H * p.W;
   return p;
 }
 
-void max_pool_bad_index_error(int64_t index, const MaxPoolBackwardPlan& p, const Tensor& input) {
+void max_pool_bad_index_error(int64_t index, const MaxPoolBackwardPlan& p) {
   GRAFT_ERROR("max_pool2d_backward: index ", index, " is out of range for an input plane of ", p.H, " x ", p.W,
-              " (input ", shape_str(input.sizes()), ")");
+              " (input ", shape_str(p.input_size), ")");
 }
 
 namespace {

@@ -78,13 +78,16 @@ Tensor max_pool2d_kernel(const Tensor& input, const Shape& kernel, const Shape& 
 }
 
 // max_pool2d_backward scatters grad_out [planes, per_out] into grad_input [planes, per_in = H * W]
-// at the saved indices.
+// at the saved indices. It takes the input's sizes, not the input: the forward's autograd node then
+// holds only the indices.
 struct MaxPoolBackwardPlan {
   int64_t planes = 0, per_out = 0, per_in = 0, H = 0, W = 0;
+  Shape input_size;
 };
-MaxPoolBackwardPlan plan_max_pool2d_backward(const Tensor& grad_out, const Tensor& input, const Tensor& indices);
+MaxPoolBackwardPlan plan_max_pool2d_backward(const Tensor& grad_out, const Tensor& indices, const Shape& input_size,
+                                             bool channels_last);
 // An index a device found outside its input plane.
-[[noreturn]] void max_pool_bad_index_error(int64_t index, const MaxPoolBackwardPlan& p, const Tensor& input);
+[[noreturn]] void max_pool_bad_index_error(int64_t index, const MaxPoolBackwardPlan& p);
 // Whether a conv/pool kernel works channels-last on `t` (only 4-D tensors ever suggest it), and a
 // fresh NHWC activation of `sizes`: the layout rule conv.cpp, pool.cpp and run_max_pool2d share.
 inline bool is_channels_last(const Tensor& t) { return t.suggest_memory_format() == MemoryFormat::ChannelsLast; }

@@ -264,10 +264,9 @@ struct AccumRow {
 // A channels-last input gets a channels-last gradient:
 //   grad_input[n, indices[n, o, c], c] += grad_out[n, c, o]   (o over OH*OW, positions over H*W)
 // One task per image: the images' writes are disjoint.
-Tensor max_pool2d_backward_nhwc(const Tensor& grad_out, const Tensor& input, const Tensor& indices,
-                                const MaxPoolBackwardPlan& mp) {
-  const int64_t N = input.size(0), C = input.size(1), per_in = mp.per_in, per_out = mp.per_out;
-  Tensor gi = new_tensor_in_format(input, MemoryFormat::ChannelsLast, grad_out.dtype(), grad_out.device());
+Tensor max_pool2d_backward_nhwc(const Tensor& grad_out, const Tensor& indices, const MaxPoolBackwardPlan& mp) {
+  const int64_t N = mp.input_size[0], C = mp.input_size[1], per_in = mp.per_in, per_out = mp.per_out;
+  Tensor gi = new_channels_last(mp.input_size, grad_out.dtype(), grad_out.device());
   // grad_out is read through its own strides: after a flatten it arrives NCHW, and a layout copy
   // would cost as much as the scatter itself.
   const Tensor& go = grad_out;
@@ -304,7 +303,7 @@ Tensor max_pool2d_backward_nhwc(const Tensor& grad_out, const Tensor& input, con
       }
     });
   });
-  if (any_bad.load()) max_pool_bad_index_error(bad.load(), mp, input);
+  if (any_bad.load()) max_pool_bad_index_error(bad.load(), mp);
   return gi;
 }
 
@@ -397,13 +396,13 @@ Tensor avg_pool2d_backward_nhwc(const PoolParams& p, const Tensor& grad_out, con
 // max_pool2d_with_indices are generated over max_pool_fill_cpu) ----
 
 // grad_input[plane][indices[o]] += grad_out[o]  (windows may overlap, so positions accumulate)
-Tensor max_pool2d_backward_cpu(const Tensor& grad_out, const Tensor& input, const Tensor& indices) {
+Tensor max_pool2d_backward_cpu(const Tensor& grad_out, const Tensor& indices, const Shape& input_size,
+                               bool channels_last) {
   const char* op = "max_pool2d_backward";
-  MaxPoolBackwardPlan mp = plan_max_pool2d_backward(grad_out, input, indices);
+  MaxPoolBackwardPlan mp = plan_max_pool2d_backward(grad_out, indices, input_size, channels_last);
   int64_t planes = mp.planes, per_out = mp.per_out, per_in = mp.per_in;
-  if (is_channels_last(input))
-    return max_pool2d_backward_nhwc(grad_out, input, indices, mp);
-  Tensor gi = new_tensor(input.sizes(), grad_out.dtype(), grad_out.device());
+  if (channels_last) return max_pool2d_backward_nhwc(grad_out, indices, mp);
+  Tensor gi = new_tensor(input_size, grad_out.dtype(), grad_out.device());
   Tensor go = contiguous_cpu(grad_out), ix = contiguous_cpu(indices);
   // Checked after the loop: an exception cannot leave a parallel region.
   std::atomic<bool> any_bad{false};
@@ -434,7 +433,7 @@ Tensor max_pool2d_backward_cpu(const Tensor& grad_out, const Tensor& input, cons
       }
     });
   });
-  if (any_bad.load()) max_pool_bad_index_error(bad.load(), mp, input);
+  if (any_bad.load()) max_pool_bad_index_error(bad.load(), mp);
   return gi;
 }
 

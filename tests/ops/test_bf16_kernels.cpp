@@ -330,10 +330,10 @@ TEST_CASE("max_pool2d in bf16/f16 equals float32 exactly, and its backward round
         CHECK(lo[0].to(kFloat32).to_vector<float>() == hi[0].to_vector<float>());
         CHECK(lo[1].to_vector<int64_t>() == hi[1].to_vector<int64_t>());
         auto g = rand_pair(lo[0].sizes(), dt);
-        Tensor gi = ops::max_pool2d_backward(g.low, x.low, lo[1]);
+        Tensor gi = ops::max_pool2d_backward(g.low, lo[1], x.low.sizes(), channels_last);
         REQUIRE(gi.dtype() == dt);
         CHECK(gi.to(kFloat32).to_vector<float>() ==
-              ops::max_pool2d_backward(g.f32, x.f32, hi[1]).to(dt).to(kFloat32).to_vector<float>());
+              ops::max_pool2d_backward(g.f32, hi[1], x.f32.sizes(), channels_last).to(dt).to(kFloat32).to_vector<float>());
       }
     }
   }

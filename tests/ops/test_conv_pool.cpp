@@ -355,7 +355,7 @@ TEST_CASE("max_pool2d_backward scatters grad_out to the indices and accumulates 
     Tensor x = randn({2, 2, 6, 6}, dtype(dt));
     auto r = ops::max_pool2d_with_indices(x, {3}, {1}, {1});
     Tensor g = randn(r[0].sizes(), dtype(dt));
-    Tensor gx = ops::max_pool2d_backward(g, x, r[1]);
+    Tensor gx = ops::max_pool2d_backward(g, r[1], x.sizes(), false);
     CHECK(gx.sizes() == x.sizes());
     std::vector<double> want(static_cast<size_t>(x.numel()), 0.0), gv = values(g);
     std::vector<int64_t> ind = ref_max_pool(p, values(x)).second;
@@ -363,23 +363,55 @@ TEST_CASE("max_pool2d_backward scatters grad_out to the indices and accumulates 
     check_close(gx, want, Tolerance::within(dt == kFloat32 ? 1e-5 : 1e-12));
   }
   // Unbatched, with a hand-made index tensor.
-  Tensor gx = ops::max_pool2d_backward(tensor({1, 2, 3, 4}).view({1, 2, 2}), ops::zeros({1, 3, 3}),
-                                       tensor(std::vector<int64_t>{0, 0, 8, 4}, {1, 2, 2}));
+  Tensor gx = ops::max_pool2d_backward(tensor({1, 2, 3, 4}).view({1, 2, 2}),
+                                       tensor(std::vector<int64_t>{0, 0, 8, 4}, {1, 2, 2}), {1, 3, 3}, false);
   CHECK(gx.to_vector<float>() == std::vector<float>{3, 0, 0, 0, 4, 0, 0, 0, 3});
 }
 
 TEST_CASE("max_pool2d_backward rejects out-of-range indices and mismatched shapes") {
-  Tensor x = ops::zeros({1, 1, 4, 4});
-  CHECK_THROWS_WITH(ops::max_pool2d_backward(ops::ones({1, 1, 2, 2}), x, tensor(std::vector<int64_t>{0, 1, 16, 3}, {1, 1, 2, 2})),
-                    Catch::Contains("index 16 is out of range for an input plane of 4 x 4"));
-  CHECK_THROWS_WITH(ops::max_pool2d_backward(ops::ones({1, 1, 2, 2}), x, tensor(std::vector<int64_t>{0, 1, -1, 3}, {1, 1, 2, 2})),
+  const Shape x{1, 1, 4, 4};
+  CHECK_THROWS_WITH(ops::max_pool2d_backward(ops::ones({1, 1, 2, 2}), tensor(std::vector<int64_t>{0, 1, 16, 3}, {1, 1, 2, 2}), x, false),
+                    Catch::Contains("index 16 is out of range for an input plane of 4 x 4 (input [1, 1, 4, 4])"));
+  CHECK_THROWS_WITH(ops::max_pool2d_backward(ops::ones({1, 1, 2, 2}), tensor(std::vector<int64_t>{0, 1, -1, 3}, {1, 1, 2, 2}), x, true),
                     Catch::Contains("index -1 is out of range"));
-  CHECK_THROWS_WITH(ops::max_pool2d_backward(ops::ones({1, 1, 2, 2}), x, ops::zeros({1, 1, 2, 1}, kInt64)),
+  CHECK_THROWS_WITH(ops::max_pool2d_backward(ops::ones({1, 1, 2, 2}), ops::zeros({1, 1, 2, 1}, kInt64), x, false),
                     Catch::Contains("must have the same shape"));
-  CHECK_THROWS_WITH(ops::max_pool2d_backward(ops::ones({1, 2, 2, 2}), x, ops::zeros({1, 2, 2, 2}, kInt64)),
+  CHECK_THROWS_WITH(ops::max_pool2d_backward(ops::ones({1, 2, 2, 2}), ops::zeros({1, 2, 2, 2}, kInt64), x, false),
                     Catch::Contains("does not match input [1, 1, 4, 4]"));
-  CHECK_THROWS_WITH(ops::max_pool2d_backward(ops::ones({1, 1, 2, 2}), x, ops::zeros({1, 1, 2, 2})),
+  CHECK_THROWS_WITH(ops::max_pool2d_backward(ops::ones({1, 1, 2, 2}), ops::zeros({1, 1, 2, 2}), x, false),
                     Catch::Contains("int64 index"));
+  CHECK_THROWS_WITH(ops::max_pool2d_backward(ops::ones({1, 2, 2}), ops::zeros({1, 2, 2}, kInt64), {1, 4, 4}, true),
+                    Catch::Contains("channels-last gradient needs a 4-D input size"));
+  CHECK_THROWS_WITH(ops::max_pool2d_backward(ops::ones({1, 1, 2, 2}), ops::zeros({1, 1, 2, 2}, kInt64), {1, 1, -4, 4}, false),
+                    Catch::Contains("negative dim"));
+}
+
+TEST_CASE("max_pool2d's autograd node saves the indices, not the input") {
+  // The input's shape and layout are all its backward reads: holding the input for backward would
+  // keep a CNN's largest activation alive to the pool's backward.
+  for (MemoryFormat f : {MemoryFormat::Contiguous, MemoryFormat::ChannelsLast}) {
+    Tensor x = randn({2, 3, 4, 4}).contiguous(f).requires_grad_();
+    int64_t saved = 0;
+    bool saw_input = false;
+    Tensor y;
+    {
+      autograd::SavedTensorsHooks hooks(
+          [&](const Tensor& t) -> std::any {
+            ++saved;
+            if (t.impl_ptr() == x.impl_ptr() || t.data_ptr() == x.data_ptr()) saw_input = true;
+            return t;
+          },
+          [](const std::any& a) { return std::any_cast<Tensor>(a); });
+      y = max_pool2d(x, {2, 2});
+    }
+    CHECK(saved == 1);
+    CHECK_FALSE(saw_input);
+    Tensor gx = autograd::grad({y.sum()}, {x})[0];
+    CHECK(gx.is_contiguous(f));  // the input's layout, which the node keeps as its strides
+    Tensor want = ops::max_pool2d_backward(ops::ones(y.sizes()), ops::max_pool2d_with_indices(x.detach(), {2, 2})[1],
+                                           x.sizes(), f == MemoryFormat::ChannelsLast);
+    CHECK(values(gx) == values(want));
+  }
 }
 
 TEST_CASE("avg_pool2d matches a direct loop with and without counting padding") {

@@ -203,11 +203,11 @@ TEST_CASE("max_pool2d on channels-last input: NHWC values and indices, the same 
     CHECK(values(rl[1]) == values(rn[1]));
 
     Tensor gy = randn(rn[0].sizes());
-    Tensor gn = ops::max_pool2d_backward(gy, x, rn[1]);
-    Tensor gl = ops::max_pool2d_backward(gy, xl, rl[1]);  // NCHW grad_out (as after a flatten)
+    Tensor gn = ops::max_pool2d_backward(gy, rn[1], x.sizes(), false);
+    Tensor gl = ops::max_pool2d_backward(gy, rl[1], xl.sizes(), true);  // NCHW grad_out (as after a flatten)
     CHECK(gl.is_contiguous(MemoryFormat::ChannelsLast));
     CHECK(values(gl) == values(gn));
-    Tensor gl2 = ops::max_pool2d_backward(gy.contiguous(MemoryFormat::ChannelsLast), xl, rl[1]);
+    Tensor gl2 = ops::max_pool2d_backward(gy.contiguous(MemoryFormat::ChannelsLast), rl[1], xl.sizes(), true);
     CHECK(values(gl2) == values(gn));
   }
   Tensor xl = randn({1, 2, 4, 4}).contiguous(MemoryFormat::ChannelsLast);
@@ -217,7 +217,7 @@ TEST_CASE("max_pool2d on channels-last input: NHWC values and indices, the same 
     NoGradGuard g;
     bad.fill_(99);
   }
-  CHECK_THROWS_WITH(ops::max_pool2d_backward(randn({1, 2, 2, 2}), xl, bad), Catch::Contains("max_pool2d_backward"));
+  CHECK_THROWS_WITH(ops::max_pool2d_backward(randn({1, 2, 2, 2}), bad, xl.sizes(), true), Catch::Contains("max_pool2d_backward"));
 }
 
 TEST_CASE("avg_pool2d on channels-last input: NHWC values, the same gradient") {

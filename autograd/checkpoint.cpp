@@ -28,12 +28,33 @@ struct CachedOutput {
 struct Frame;
 
 // What a checkpointed op's SavedVariable holds instead of the tensor. While fn's forward is still
-// running, `live` keeps the real tensor so that fn may itself call grad() on its own graph; it is
-// dropped when fn returns, which is when the activations are freed.
+// running, fn may itself call grad() on its own graph: `live` then gives back the saved tensor if
+// its memory is still alive, through a weak reference to its storage. Weak, so that a segment's
+// forward frees each activation when fn's own code drops it, as a plain forward would, and not
+// only when fn returns (the memory-budget planner counts a segment's forward as its input alone).
+// A saved tensor whose memory fn has already dropped is recomputed, as after fn returns.
+struct LiveView {
+  std::weak_ptr<Storage> storage;
+  DType dtype = kFloat32;
+  Shape sizes, strides;
+  int64_t offset = 0;
+  bool running = false;  // fn's forward has not returned yet
+
+  static LiveView of(const Tensor& t) {
+    return LiveView{t.impl()->storage(), t.dtype(), t.sizes(), t.strides(), t.storage_offset(), true};
+  }
+  Tensor get() const {
+    if (!running) return Tensor();
+    std::shared_ptr<Storage> st = storage.lock();
+    if (!st) return Tensor();
+    return Tensor(std::make_shared<TensorImpl>(std::move(st), dtype, sizes, strides, offset));
+  }
+};
+
 struct Placeholder {
   std::shared_ptr<Frame> frame;
   size_t index;
-  Tensor live;
+  LiveView live;
 };
 
 // One checkpoint call: the function, its saved inputs and what its forward saved (metadata only).
@@ -49,6 +70,7 @@ struct Frame {
   autocast::AutocastState autocast;  // the forward's, reinstalled by the recomputation
   std::map<std::string, std::vector<CachedOutput>> cache;  // selective checkpointing, in call order
   std::vector<std::string> forward_ops;                     // debug: the forward's op sequence
+  bool running = false;  // fn's forward has not returned: a recomputation now must stop early
   std::mutex mu;
 };
 
@@ -207,7 +229,7 @@ void recompute(Frame& f, TaskResults& r) {
   size_t target = 0;
   bool any = false;
   for (size_t i = 0; i < n; ++i)
-    if (!f.opts.early_stop || !f.holders[i].expired()) {
+    if (!(f.opts.early_stop || f.running) || !f.holders[i].expired()) {
       target = i;
       any = true;
     }
@@ -262,7 +284,9 @@ void recompute(Frame& f, TaskResults& r) {
           // SavedVariable), so nothing of the recomputation's graph outlives this call.
           Tensor data = alias_without_history(t);
           r.tensors[k] = data;
-          if (f.opts.early_stop && k >= target) throw StopRecompute{};
+          // While fn's forward still runs (it called grad()), the original forward has saved only
+          // the first n tensors: a recomputation must stop there.
+          if ((f.opts.early_stop || f.running) && k >= target) throw StopRecompute{};
           return data;
         },
         // Only reached when fn calls grad() on its own graph during the recomputation. It keeps no
@@ -295,7 +319,7 @@ void recompute(Frame& f, TaskResults& r) {
 
 Tensor unpack_placeholder(const Packed& p) {
   const auto& ph = std::any_cast<const std::shared_ptr<Placeholder>&>(p);
-  if (ph->live.defined()) return ph->live;  // fn is still running its forward (it called grad())
+  if (Tensor t = ph->live.get(); t.defined()) return t;  // fn is still running its forward (it called grad())
   Frame& f = *ph->frame;
   GraphTask* task = current_graph_task();
   GRAFT_CHECK(task != nullptr, "checkpoint: saved tensors of a checkpointed function can only be unpacked during a "
@@ -346,7 +370,7 @@ std::vector<Tensor> checkpoint(const std::function<std::vector<Tensor>(const std
   SavedTensorsHooks hooks(
       [weak](const Tensor& t) -> Packed {
         auto frame = weak.lock();
-        auto ph = std::make_shared<Placeholder>(Placeholder{frame, frame->metas.size(), t});
+        auto ph = std::make_shared<Placeholder>(Placeholder{frame, frame->metas.size(), LiveView::of(t)});
         frame->metas.push_back(TensorMeta::of(t));
         frame->holders.push_back(ph);
         return ph;
@@ -371,10 +395,12 @@ std::vector<Tensor> checkpoint(const std::function<std::vector<Tensor>(const std
   struct DropLive {
     Frame& f;
     ~DropLive() {
+      f.running = false;
       for (auto& w : f.holders)
-        if (auto ph = w.lock()) ph->live = Tensor();
+        if (auto ph = w.lock()) ph->live = LiveView{};
     }
   } drop{*f};
+  f->running = true;
   return fn(inputs);
 }
 

@@ -586,3 +586,23 @@ TEST_CASE("checkpoint: an op-level offload policy is an error naming the op (off
   Tensor expect = grad({fn(x).sum()}, {x})[0];
   CHECK(g.to_vector<float>() == expect.to_vector<float>());
 }
+
+TEST_CASE("a checkpoint's forward frees each activation when the function drops it, as a plain forward does") {
+  // tanh saves its result; in a checkpoint the graph holds placeholders only, so each result lives
+  // as long as fn's own code keeps it: two at a time here, not all eight until fn returns.
+  Tensor x = randn({256, 1024}).requires_grad_();  // 1 MiB
+  auto fn = [](const Tensor& h) {
+    Tensor y = h;
+    for (int i = 0; i < 8; ++i) y = y.tanh();
+    return y;
+  };
+  Allocator* a = get_allocator(kCPU);
+  a->reset_peak_stats();
+  const int64_t base = a->stats().allocated_bytes;
+  Tensor y = checkpoint(fn, x);
+  const int64_t forward_peak = a->stats().peak_allocated_bytes - base;
+  CHECK(forward_peak <= 2 * static_cast<int64_t>(x.nbytes()));
+  Tensor g = grad({y.sum()}, {x})[0];
+  Tensor want = grad({fn(x).sum()}, {x})[0];
+  CHECK(v(g) == v(want));
+}

@@ -16,22 +16,34 @@ int64_t saved_bytes(const LayerProfile& l) {
 // A kept layer's backward holds the gradients of its output and of its input.
 int64_t grad_bytes(const LayerProfile& l) { return l.input_bytes + l.output_bytes; }
 
-// What a step adds to the held bytes at the end of forward, given whether the boundary before it
-// is already held (and updates that flag for the next step): invariant 2 of the header.
-int64_t added_bytes(const std::vector<LayerProfile>& L, const PlanStep& s, bool& boundary_held) {
+// The state of the boundary before a step (invariant 7): not held, held in full, or held packed by
+// codec c (kPackedBy + c).
+constexpr int kNotHeld = 0, kHeld = 1, kPackedBy = 2;
+
+// A compressed layer's share at the end of forward, and the boundary state after it.
+int64_t compress_share(const LayerProfile& f, int codec, int& boundary) {
+  const LayerProfile::Codec& c = f.codecs[static_cast<size_t>(codec)];
+  int64_t a = c.held_bytes - (boundary == kPackedBy + codec ? c.input_bytes : 0);
+  boundary = c.shares_output ? kPackedBy + codec : kNotHeld;
+  return a;
+}
+
+// What a step adds to the held bytes at the end of forward, given the state of the boundary before
+// it (and updates that state for the next step): invariants 2 and 7 of the header.
+int64_t added_bytes(const std::vector<LayerProfile>& L, const PlanStep& s, int& boundary) {
   const LayerProfile& f = L[static_cast<size_t>(s.first)];
   switch (s.kind) {
     case StepKind::Keep: {
-      int64_t a = f.own_bytes + (f.saves_input && !boundary_held ? f.input_bytes : 0) +
+      int64_t a = f.own_bytes + (f.saves_input && boundary != kHeld ? f.input_bytes : 0) +
                   (f.saves_output ? f.output_bytes : 0);
-      boundary_held = f.saves_output;
+      boundary = f.saves_output ? kHeld : kNotHeld;
       return a;
     }
-    case StepKind::Offload: boundary_held = false; return 0;
-    case StepKind::Compress: boundary_held = false; return f.codecs[static_cast<size_t>(s.codec)].held_bytes;
+    case StepKind::Offload: boundary = kNotHeld; return 0;
+    case StepKind::Compress: return compress_share(f, s.codec, boundary);
     case StepKind::Segment: {
-      int64_t a = boundary_held ? 0 : f.input_bytes;
-      boundary_held = false;
+      int64_t a = boundary == kHeld ? 0 : f.input_bytes;
+      boundary = kNotHeld;
       return a;
     }
   }
@@ -55,7 +67,7 @@ double forward_seconds(const std::vector<LayerProfile>& L, int first, int last) 
 PlanCost eval_range(const std::vector<LayerProfile>& L, const std::vector<PlanStep>& steps, int64_t base,
                     bool input_held) {
   std::vector<int64_t> added(steps.size());
-  bool flag = input_held;
+  int flag = input_held ? kHeld : kNotHeld;
   for (size_t k = 0; k < steps.size(); ++k) added[k] = added_bytes(L, steps[k], flag);
   PlanCost c;
   c.peak_bytes = base;
@@ -104,9 +116,12 @@ constexpr float kInf = std::numeric_limits<float>::infinity();
 
 // The search (invariant 4: sizes in units, rounded up). G(pos, last, r, flag) is the least extra
 // time to plan layers [pos, last] when r units remain above what is held and the boundary before
-// `pos` is held (flag) or not. Its choices at `pos`:
+// `pos` is in state `flag` (not held, held in full, or packed by codec c: invariant 7). Its choices
+// at `pos`:
 //   keep pos                  needs its share + gradients <= r, then G(pos+1, last, r - share, ...)
 //   offload pos               needs its saved bytes + gradients <= r, then G(pos+1, last, r, false);
+//   compress pos with codec k needs its share + saved bytes + gradients <= r, then
+//                             G(pos+1, last, r - share, packed by k or not held); top level only
 //                             only outside segments (a checkpoint re-run saves through its own
 //                             hooks), so the memo tells the top level apart when offload is on
 //   a segment [pos, c]        holds its input (unless already held); backward re-runs it under the
@@ -118,8 +133,13 @@ class Search {
  public:
   Search(const std::vector<LayerProfile>& L, double unit, int max_units)
       : L_(L), n_(static_cast<int>(L.size())), unit_(unit), R_(max_units) {
-    for (const auto& l : L) offload_ = offload_ || l.offload_seconds >= 0 || !l.codecs.empty();
-    size_t states = static_cast<size_t>(n_) * n_ * (R_ + 1) * (offload_ ? 4 : 2);
+    size_t ncodecs = 0;
+    for (const auto& l : L) {
+      offload_ = offload_ || l.offload_seconds >= 0 || !l.codecs.empty();
+      ncodecs = std::max(ncodecs, l.codecs.size());
+    }
+    flags_ = kPackedBy + static_cast<int>(ncodecs);
+    size_t states = static_cast<size_t>(n_) * n_ * (R_ + 1) * flags_ * (offload_ ? 2 : 1);
     cost_.assign(states, -1.0f);  // -1: not computed yet
     choice_.assign(states, 0);
     for (const auto& l : L) {
@@ -128,10 +148,19 @@ class Search {
       grad_.push_back(units(grad_bytes(l)));
       saved_.push_back(units(saved_bytes(l)));
       input_.push_back(units(l.input_bytes));
-      std::vector<int> held;
-      for (const auto& c : l.codecs) held.push_back(units(c.held_bytes));
+      std::vector<int> held, in;
+      for (const auto& c : l.codecs) {
+        held.push_back(units(c.held_bytes));
+        // Rounded down, so that held - input still rounds the layer's share up.
+        in.push_back(static_cast<int>(std::floor(static_cast<double>(c.input_bytes) / unit_)));
+      }
       codec_held_.push_back(std::move(held));
+      codec_input_.push_back(std::move(in));
     }
+    // Invariant 8: a kept last layer at the top level saves the caller's own output.
+    const LayerProfile& e = L.back();
+    last_keep_share_[0] = units(e.own_bytes + (e.saves_input ? e.input_bytes : 0));
+    last_keep_share_[1] = units(e.own_bytes);
     prefix_t_.assign(static_cast<size_t>(n_) + 1, 0.0);
     for (int i = 0; i < n_; ++i) prefix_t_[i + 1] = prefix_t_[i] + L[static_cast<size_t>(i)].forward_seconds;
   }
@@ -146,8 +175,8 @@ class Search {
     float best = kInf;
     int pick = 0;  // 1 keep, 2 offload, 3 + c - pos: segment [pos, c], kCodecPick + k: codec k
     const LayerProfile& f = L_[static_cast<size_t>(pos)];
-    bool keep_flag = f.saves_output;
-    int share = keep_share_[flag][pos];
+    int keep_flag = f.saves_output ? kHeld : kNotHeld;
+    int share = keep_share(pos, flag, top);
     if (share + grad_[pos] <= r) {
       float c = solve(pos + 1, last, r - share, keep_flag, top);
       if (c < best) best = c, pick = 1;
@@ -157,20 +186,21 @@ class Search {
       if (c < best) best = c, pick = 2;
     }
     for (size_t k = 0; top && k < f.codecs.size(); ++k) {
-      const int held = codec_held_[pos][k];
+      const int held = codec_share(pos, static_cast<int>(k), flag);
       if (held + saved_[pos] + grad_[pos] > r) continue;
-      float c = static_cast<float>(f.codecs[k].seconds) + solve(pos + 1, last, r - held, 0, top);
+      const int next = f.codecs[k].shares_output ? kPackedBy + static_cast<int>(k) : kNotHeld;
+      float c = static_cast<float>(f.codecs[k].seconds) + solve(pos + 1, last, r - held, next, top);
       if (c < best) best = c, pick = kCodecPick + static_cast<int>(k);
     }
-    int rs = r - (flag ? 0 : input_[pos]);
+    int rs = r - (flag == kHeld ? 0 : input_[pos]);
     if (rs >= 0) {
-      int end = flag ? last - 1 : last;
+      int end = flag == kHeld ? last - 1 : last;
       for (int c = pos; c <= end; ++c) {
         float t = static_cast<float>(prefix_t_[c + 1] - prefix_t_[pos]);
         if (t >= best) break;  // recompute time only grows with c
-        float inner = solve(pos, c, rs, 1, 0);
+        float inner = solve(pos, c, rs, kHeld, 0);
         if (t + inner >= best) continue;
-        float rest = solve(c + 1, last, rs, 0, top);
+        float rest = solve(c + 1, last, rs, kNotHeld, top);
         if (t + inner + rest < best) best = t + inner + rest, pick = 3 + (c - pos);
       }
     }
@@ -187,38 +217,47 @@ class Search {
       const LayerProfile& f = L_[static_cast<size_t>(pos)];
       if (pick == 1) {
         out.push_back({StepKind::Keep, pos, pos, {}});
-        r -= keep_share_[flag][pos];
-        flag = f.saves_output;
+        r -= keep_share(pos, flag, top);
+        flag = f.saves_output ? kHeld : kNotHeld;
         ++pos;
       } else if (pick == 2) {
         out.push_back({StepKind::Offload, pos, pos, {}});
-        flag = 0;
+        flag = kNotHeld;
         ++pos;
       } else if (pick >= kCodecPick) {
         const int k = pick - kCodecPick;
         out.push_back({StepKind::Compress, pos, pos, {}, k});
-        r -= codec_held_[pos][static_cast<size_t>(k)];
-        flag = 0;
+        r -= codec_share(pos, k, flag);
+        flag = f.codecs[static_cast<size_t>(k)].shares_output ? kPackedBy + k : kNotHeld;
         ++pos;
       } else {
         int c = pos + pick - 3;
-        int rs = r - (flag ? 0 : input_[pos]);
+        int rs = r - (flag == kHeld ? 0 : input_[pos]);
         PlanStep seg{StepKind::Segment, pos, c, {}};
-        steps(pos, c, rs, 1, 0, seg.inner);
+        steps(pos, c, rs, kHeld, 0, seg.inner);
         // An inner plan that keeps every layer is the plain re-run: stored as empty.
         bool plain = std::all_of(seg.inner.begin(), seg.inner.end(), [](const PlanStep& s) { return s.kind == StepKind::Keep; });
         if (plain) seg.inner.clear();
         out.push_back(std::move(seg));
         r = rs;
-        flag = 0;
+        flag = kNotHeld;
         pos = c + 1;
       }
     }
   }
 
  private:
+  int keep_share(int pos, int flag, int top) const {
+    if (top && pos == n_ - 1) return last_keep_share_[flag == kHeld];
+    return keep_share_[flag == kHeld][static_cast<size_t>(pos)];
+  }
+  // Invariant 7: a boundary its codec already packed is not counted again.
+  int codec_share(int pos, int k, int flag) const {
+    const int held = codec_held_[static_cast<size_t>(pos)][static_cast<size_t>(k)];
+    return flag == kPackedBy + k ? held - codec_input_[static_cast<size_t>(pos)][static_cast<size_t>(k)] : held;
+  }
   size_t index(int pos, int last, int r, int flag, int top) const {
-    size_t k = ((static_cast<size_t>(pos) * n_ + last) * (R_ + 1) + r) * 2 + flag;
+    size_t k = ((static_cast<size_t>(pos) * n_ + last) * (R_ + 1) + r) * flags_ + flag;
     return offload_ ? k * 2 + top : k;
   }
   const std::vector<LayerProfile>& L_;
@@ -226,10 +265,12 @@ class Search {
   double unit_;
   int R_;
   bool offload_ = false;
+  int flags_ = kPackedBy;  // boundary states: not held, held, packed by each codec
   std::vector<float> cost_;
   std::vector<uint16_t> choice_;
   std::vector<int> keep_share_[2], grad_, saved_, input_;
-  std::vector<std::vector<int>> codec_held_;
+  int last_keep_share_[2] = {0, 0};
+  std::vector<std::vector<int>> codec_held_, codec_input_;
   // Picks from here on name a codec; below it, 3 + (c - pos) names a segment, and c - pos < n.
   static constexpr int kCodecPick = 60000;
   std::vector<double> prefix_t_;
@@ -238,7 +279,21 @@ class Search {
 }  // namespace
 
 PlanCost evaluate_plan(const std::vector<LayerProfile>& layers, const std::vector<PlanStep>& steps) {
-  return eval_range(layers, steps, 0, /*input_held=*/true);
+  if (layers.empty()) return {};
+  // Invariant 8: the caller's output is held throughout; a kept last layer saves that same tensor.
+  const int64_t out = layers.back().output_bytes;
+  const int last = static_cast<int>(layers.size()) - 1;
+  PlanCost c;
+  if (!steps.empty() && steps.back().kind == StepKind::Keep && steps.back().first == last &&
+      layers.back().saves_output) {
+    std::vector<LayerProfile> l2 = layers;
+    l2.back().saves_output = false;
+    c = eval_range(l2, steps, out, /*input_held=*/true);
+  } else {
+    c = eval_range(layers, steps, out, /*input_held=*/true);
+  }
+  c.held_bytes += out;
+  return c;
 }
 
 std::vector<PlanStep> sequential_plan(int num_layers, int segments) {
@@ -260,11 +315,13 @@ SolvedPlan solve_plan(const std::vector<LayerProfile>& L, int64_t budget_bytes, 
   if (plain.cost.peak_bytes <= budget_bytes) return plain;
   // Sizes round up to units of budget/units bytes (invariant 4), so the search never overcommits.
   double unit = static_cast<double>(budget_bytes) / units;
-  int r = units;
-  Search search(L, unit, r);
-  if (search.solve(0, n - 1, r, 1, 1) == kInf) return none;
+  // Invariant 8: the caller's output comes off the top.
+  int r = units - static_cast<int>(std::ceil(static_cast<double>(L.back().output_bytes) / unit));
+  if (r < 0) return none;
+  Search search(L, unit, units);
+  if (search.solve(0, n - 1, r, kHeld, 1) == kInf) return none;
   SolvedPlan out;
-  search.steps(0, n - 1, r, 1, 1, out.steps);
+  search.steps(0, n - 1, r, kHeld, 1, out.steps);
   out.cost = evaluate_plan(L, out.steps);
   return out;
 }

@@ -25,9 +25,18 @@
 // 7. A compressed layer (a codec of autograd/compress_saved.h) holds its codec's `held_bytes` at
 //    the end of forward: its packed tensors and the ones its codec keeps exactly, boundaries
 //    included, so a boundary a kept neighbour also saves counts twice (both copies exist). It
-//    holds no boundary in full for its neighbours. In backward it holds, like an offloaded layer,
-//    its saved bytes (decoded) and its gradients on top. Its extra time is the codec's measured
-//    pack and unpack time. Like offload, only outside segments.
+//    holds no boundary in full for its neighbours. The exception is a boundary between two layers
+//    compressed by the same codec, where the first packs its output (`shares_output`) and the
+//    second its input: the plan runs such neighbours under one CompressSaved, whose deduplication
+//    packs the boundary once, so the second layer's `input_bytes` are not counted again. So the
+//    boundary state is three-way: not held, held in full, or held packed by codec c. In backward
+//    a compressed layer holds, like an offloaded layer, its saved bytes (decoded) and its
+//    gradients on top. Its extra time is the codec's measured pack and unpack time. Like offload,
+//    only outside segments.
+// 8. The chain's output (the last layer's output boundary) is the caller's: it holds it from the end
+//    of forward to the end of backward (the loss reads it), so it is held at every backward step.
+//    A kept last layer that saves its output saves that same tensor; a recomputed one saves a
+//    second copy.
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -46,9 +55,11 @@ struct LayerProfile {
   double offload_seconds = -1;  // writing out and reading back what it saves; < 0: cannot offload
   // One entry per candidate codec (the same codecs, in the same order, for every layer).
   struct Codec {
-    std::string name;        // "bf16", "int8"
-    int64_t held_bytes = 0;  // invariant 7
-    double seconds = 0;      // pack + unpack
+    std::string name;          // "bf16", "int8"
+    int64_t held_bytes = 0;    // invariant 7
+    double seconds = 0;        // pack + unpack
+    int64_t input_bytes = 0;   // of held_bytes: the packing of its input boundary (0: not packed)
+    bool shares_output = false;  // its output boundary is packed, and a later save of it deduplicates
   };
   std::vector<Codec> codecs;
 };

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 #include <optional>
+#include <set>
 #include <fstream>
 #include <iomanip>
 #include <sstream>
@@ -75,51 +76,100 @@ double worst_relative_error(const std::vector<Tensor>& got, const std::vector<Te
   return worst;
 }
 
-// The parameters' gradients of sum(model(input) * probe), every layer under `codec` when given.
+// The parameters' gradients of sum(model(input) * probe), every layer under `codec` when given,
+// `chunks` rows of the batch at a time (summed: each row's term is separate), so that the pass
+// holds one chunk's activations.
 std::vector<Tensor> probe_gradients(Sequential& model, const Tensor& input, const Tensor& probe,
-                                    const std::vector<Tensor>& params, autograd::SavedCodec codec) {
-  autograd::EnableGradGuard eg;
-  Tensor y;
-  {
-    std::optional<autograd::CompressSaved> hooks;
-    if (codec != autograd::SavedCodec::kNone) hooks.emplace(autograd::CompressOptions{.codec = codec});
-    y = model.forward(input);
+                                    const std::vector<Tensor>& params, autograd::SavedCodec codec, int64_t chunks) {
+  const int64_t rows = input.dim() > 0 ? input.size(0) : 1;
+  chunks = input.dim() > 0 ? std::clamp<int64_t>(chunks, 1, std::max<int64_t>(rows, 1)) : 1;
+  const int64_t per = (rows + chunks - 1) / chunks;
+  std::vector<Tensor> sum;
+  for (int64_t lo = 0; lo < rows; lo += per) {
+    const int64_t len = std::min(per, rows - lo);
+    const Tensor in = chunks == 1 ? input : input.narrow(0, lo, len);
+    const Tensor pr = chunks == 1 ? probe : probe.narrow(0, lo, len);
+    autograd::EnableGradGuard eg;
+    Tensor y;
+    {
+      std::optional<autograd::CompressSaved> hooks;
+      if (codec != autograd::SavedCodec::kNone) hooks.emplace(autograd::CompressOptions{.codec = codec});
+      y = model.forward(in);
+    }
+    std::vector<Tensor> g = autograd::grad({graft::sum(graft::mul(y, pr))}, params, {}, /*retain_graph=*/false,
+                                           /*create_graph=*/false, /*allow_unused=*/true);
+    if (sum.empty()) {
+      sum = std::move(g);
+    } else {
+      for (size_t i = 0; i < g.size(); ++i)
+        if (g[i].defined()) sum[i] = sum[i].defined() ? graft::add(sum[i], g[i]) : g[i];
+    }
+    if (chunks == 1) break;
   }
-  return autograd::grad({graft::sum(graft::mul(y, probe))}, params, {}, /*retain_graph=*/false,
-                        /*create_graph=*/false, /*allow_unused=*/true);
+  return sum;
 }
 
-// Per layer and codec: what the layer holds when run under the codec (its input an activation with
-// history, as in training), and the codec's pack and unpack time for it.
-void measure_codecs(Sequential& model, const std::vector<Tensor>& boundaries, const std::vector<autograd::SavedCodec>& codecs,
-                    std::vector<LayerProfile>& L) {
-  for (size_t i = 0; i < L.size(); ++i) {
-    for (autograd::SavedCodec c : codecs) {
-      autograd::EnableGradGuard eg;
-      Tensor leaf = boundaries[i].detach().requires_grad_(true);
-      Tensor x = leaf * 1.0;  // an activation with history, as the layer sees in training
-      Tensor y;
-      autograd::CompressStats st;
-      {
-        autograd::CompressSaved hooks(autograd::CompressOptions{.codec = c});
-        y = (*model[i])(x);
-        st = hooks.stats();
-        autograd::grad({graft::sum(y)}, {leaf}, {}, false, false, /*allow_unused=*/true);
-        st.unpack_seconds = hooks.stats().unpack_seconds;
-      }
-      L[i].codecs.push_back({autograd::codec_name(c), st.bytes_out + st.bytes_kept, st.pack_seconds + st.unpack_seconds});
+// Saves t under the open hooks as a neighbour would: mul declares both of its inputs lossy.
+Tensor save_lossy(const Tensor& t) { return graft::mul(t, t); }
+
+// One layer under each codec, on `boundary` (its input, made an activation with history as in
+// training): what it holds, and the codec's pack and unpack time for it. Also what invariant 7 of
+// budget_solver.h needs for two compressed neighbours: the bytes of its input's packing (held minus
+// what it holds when its input was already packed, as a compressed predecessor's output is), and
+// whether a later save of its output is deduplicated (its output is packed).
+void measure_codecs(Module& layer, const Tensor& boundary, const std::vector<autograd::SavedCodec>& codecs,
+                    LayerProfile& l) {
+  for (autograd::SavedCodec c : codecs) {
+    autograd::EnableGradGuard eg;
+    Tensor leaf = boundary.detach().requires_grad_(true);
+    LayerProfile::Codec m{autograd::codec_name(c)};
+    {
+      Tensor x = leaf * 1.0;
+      autograd::CompressSaved hooks(autograd::CompressOptions{.codec = c});
+      Tensor y = layer(x);
+      const autograd::CompressStats st = hooks.stats();
+      m.held_bytes = st.bytes_out + st.bytes_kept;
+      Tensor after = save_lossy(y);
+      const autograd::CompressStats st2 = hooks.stats();
+      m.shares_output = st2.bytes_out + st2.bytes_kept == m.held_bytes && st2.deduplicated > st.deduplicated;
+      autograd::grad({graft::sum(y)}, {leaf}, {}, false, false, /*allow_unused=*/true);
+      m.seconds = st.pack_seconds + hooks.stats().unpack_seconds;
     }
+    {
+      Tensor x = leaf * 1.0;
+      autograd::CompressSaved hooks(autograd::CompressOptions{.codec = c});
+      Tensor before = save_lossy(x);
+      const autograd::CompressStats s0 = hooks.stats();
+      Tensor y = layer(x);
+      const autograd::CompressStats s1 = hooks.stats();
+      const int64_t without_input = (s1.bytes_out + s1.bytes_kept) - (s0.bytes_out + s0.bytes_kept);
+      m.input_bytes = std::clamp<int64_t>(m.held_bytes - without_input, 0, m.held_bytes);
+    }
+    l.codecs.push_back(std::move(m));
+  }
+}
+
+// Each accepted codec on each layer, walking the model's boundaries one at a time (no grad between
+// layers: only the current boundary is held).
+void measure_codecs(Sequential& model, const Tensor& input, const std::vector<autograd::SavedCodec>& codecs,
+                    std::vector<LayerProfile>& L) {
+  Tensor x = input;
+  for (size_t i = 0; i < L.size(); ++i) {
+    measure_codecs(*model[i], x, codecs, L[i]);
+    autograd::NoGradGuard ng;
+    x = (*model[i])(x);
   }
 }
 
 // Each candidate codec on the whole model against the exact gradients of the same probe, the
-// generator rewound before every pass so dropout draws the same masks.
+// generator rewound before every pass so dropout draws the same masks. `chunks` splits the batch
+// (probe_gradients), so the check holds no more than the budget does.
 std::vector<CodecCheck> check_codecs(Sequential& model, const Tensor& input, const BudgetOptions& o, Generator& gen,
-                                     const RngState& rng) {
+                                     const RngState& rng, int64_t chunks) {
   GRAFT_CHECK(o.max_grad_error > 0, "plan_checkpoint: BudgetOptions::max_grad_error must be positive, got ",
               o.max_grad_error);
   // The parameters: registered ones, and leaves that require grad saved by some op (captured
-  // weights, as in nn::Functional), found by a look-only pass.
+  // weights, as in nn::Functional), found by a look-only pass that keeps nothing.
   std::vector<Tensor> params = model.parameters();
   std::unordered_set<const Storage*> seen;
   for (const Tensor& p : params) seen.insert(storage_of(p));
@@ -138,78 +188,93 @@ std::vector<CodecCheck> check_codecs(Sequential& model, const Tensor& input, con
   GRAFT_CHECK(!params.empty(), "plan_checkpoint: checking a codec needs the model's parameters, and this model has "
               "none that require grad");
   gen.set_state(rng);
-  std::vector<Tensor> exact = probe_gradients(model, input, probe, params, autograd::SavedCodec::kNone);
+  std::vector<Tensor> exact = probe_gradients(model, input, probe, params, autograd::SavedCodec::kNone, chunks);
   std::vector<CodecCheck> out;
   for (autograd::SavedCodec c : o.codecs) {
     if (c == autograd::SavedCodec::kNone) continue;
     gen.set_state(rng);
     CodecCheck k;
     k.codec = c;
-    k.grad_error = worst_relative_error(probe_gradients(model, input, probe, params, c), exact);
+    k.grad_error = worst_relative_error(probe_gradients(model, input, probe, params, c, chunks), exact);
     k.accepted = k.grad_error <= o.max_grad_error;
     out.push_back(k);
   }
   return out;
 }
 
+// The profiles of keeping everything, measured layer by layer so that measuring fits where the plan
+// does: the recording hooks keep nothing (they note each saved storage and drop it), and the timed
+// passes free each layer's graph before the next layer runs. So the measuring pass holds the
+// current boundary and one layer's tensors, never the whole forward's activations.
 std::vector<LayerProfile> measure(Sequential& model, const Tensor& input, const BudgetOptions& o) {
   const size_t n = model.size();
-  std::unordered_set<const Storage*> params;
-  for (const Tensor& p : model.parameters()) params.insert(storage_of(p));
+  // Storages by owner: a weak reference keeps the control block, so a freed storage's identity is
+  // never taken by a new one during the pass.
+  using Key = std::weak_ptr<Storage>;
+  using KeySet = std::set<Key, std::owner_less<Key>>;
+  auto key = [](const Tensor& t) { return t.defined() ? Key(t.impl()->storage()) : Key(); };
+  auto same = [](const Key& a, const Key& b) { return !a.owner_before(b) && !b.owner_before(a); };
+  KeySet params;
+  for (const Tensor& p : model.parameters()) params.insert(key(p));
 
   struct Saved {
     size_t layer;
-    const Storage* storage;
+    Key storage;
     int64_t bytes;
   };
   std::vector<Saved> saved;
-  std::vector<const Storage*> in_st(n), out_st(n);
+  std::vector<Key> in_st(n), out_st(n);
   std::vector<LayerProfile> L(n);
-  std::vector<Tensor> boundaries(n);  // each layer's input, for the codecs' measurement
   size_t current = 0;
-  Tensor y;
   {
     autograd::EnableGradGuard eg;
     autograd::SavedTensorsHooks record(
         [&](const Tensor& t) -> autograd::Packed {
           // Leaves that require grad are parameters (registered or captured, as in nn::Functional):
           // they exist before the step and after it, whatever the plan.
-          if (t.defined() && t.requires_grad() && t.is_leaf()) params.insert(storage_of(t));
-          saved.push_back({current, storage_of(t), storage_bytes(t)});
-          return t;
+          if (t.defined() && t.requires_grad() && t.is_leaf()) params.insert(key(t));
+          if (t.defined()) saved.push_back({current, key(t), storage_bytes(t)});
+          return autograd::Packed();
         },
-        [](const autograd::Packed& p) -> Tensor { return std::any_cast<const Tensor&>(p); });
+        [](const autograd::Packed&) -> Tensor {
+          GRAFT_ERROR("plan_checkpoint: the measuring pass saves nothing, so it has no backward");
+        });
     Tensor x = input;
     for (size_t i = 0; i < n; ++i) {
       current = i;
-      in_st[i] = storage_of(x);
-      if (!o.codecs.empty()) boundaries[i] = x.detach();
+      in_st[i] = key(x);
       L[i].input_bytes = storage_bytes(x);
-      x = (*model[i])(x);
-      out_st[i] = storage_of(x);
-      L[i].output_bytes = storage_bytes(x);
+      Tensor y = (*model[i])(x);
+      out_st[i] = key(y);
+      L[i].output_bytes = storage_bytes(y);
+      // Classified now, while both boundaries are alive (a freed storage cannot be compared).
+      for (Saved& s : saved) {
+        if (s.layer != i) continue;
+        if (params.count(s.storage)) s.bytes = -1;
+        else if (same(s.storage, in_st[i])) L[i].saves_input = true, s.bytes = -1;
+        else if (same(s.storage, out_st[i])) L[i].saves_output = true, s.bytes = -1;
+      }
+      x = y;
     }
-    y = x;
   }
-  // Each storage counts once, for the first layer that saves it; boundaries become flags.
-  std::unordered_set<const Storage*> counted;
-  for (const Saved& s : saved) {
-    LayerProfile& l = L[s.layer];
-    if (!s.storage || params.count(s.storage)) continue;
-    if (s.storage == in_st[s.layer]) l.saves_input = true;
-    else if (s.storage == out_st[s.layer]) l.saves_output = true;
-    else if (counted.insert(s.storage).second) l.own_bytes += s.bytes;
-  }
-  y = Tensor();
-  // Forward times: the faster of two timed passes after the measured one (warm caches).
+  // Each other storage counts once, for the first layer that saves it.
+  KeySet counted;
+  for (const Saved& s : saved)
+    if (s.bytes >= 0 && counted.insert(s.storage).second)
+      L[s.layer].own_bytes += s.bytes;
+  // Forward times: the faster of two timed passes after the measured one (warm caches). Each layer
+  // runs on a detached copy of its input boundary (requiring grad as in training), and its graph is
+  // dropped before the next one runs.
   for (int rep = 0; rep < 2; ++rep) {
     autograd::EnableGradGuard eg;
     Tensor x = input;
     for (size_t i = 0; i < n; ++i) {
+      Tensor in = i == 0 ? x : x.detach().requires_grad_(true);
       auto t0 = Clock::now();
-      x = (*model[i])(x);
+      Tensor y = (*model[i])(in);
       double t = seconds_since(t0);
       L[i].forward_seconds = rep == 0 ? t : std::min(L[i].forward_seconds, t);
+      x = y.detach();
     }
   }
   if (o.allow_offload) {
@@ -220,7 +285,6 @@ std::vector<LayerProfile> measure(Sequential& model, const Tensor& input, const 
       l.offload_seconds = spb * static_cast<double>(l.own_bytes + (l.saves_input ? l.input_bytes : 0) +
                                                     (l.saves_output ? l.output_bytes : 0));
   }
-  if (!o.codecs.empty()) measure_codecs(model, boundaries, o.codecs, L);
   for (size_t i = 0; i < n; ++i) L[i].name = std::to_string(i) + ": " + model[i]->name();
   return L;
 }
@@ -243,7 +307,15 @@ void mark(const std::vector<PlanStep>& steps, int depth, CheckpointPlan& p) {
 
 Tensor run_steps(const Modules& mods, const std::shared_ptr<const std::vector<PlanStep>>& steps, Tensor x,
                  const BudgetOptions& o) {
+  // Neighbours compressed by the same codec share one scope, so a boundary both save is packed once
+  // (budget_solver.h, invariant 7).
+  std::optional<autograd::CompressSaved> compress;
+  int compress_codec = -1;
   for (const PlanStep& s : *steps) {
+    if (s.kind != StepKind::Compress || s.codec != compress_codec) {
+      compress.reset();
+      compress_codec = -1;
+    }
     switch (s.kind) {
       case StepKind::Keep: x = (*(*mods)[static_cast<size_t>(s.first)])(x); break;
       case StepKind::Offload: {
@@ -252,7 +324,10 @@ Tensor run_steps(const Modules& mods, const std::shared_ptr<const std::vector<Pl
         break;
       }
       case StepKind::Compress: {
-        autograd::CompressSaved hooks(autograd::CompressOptions{.codec = o.codecs[static_cast<size_t>(s.codec)]});
+        if (!compress) {
+          compress.emplace(autograd::CompressOptions{.codec = o.codecs[static_cast<size_t>(s.codec)]});
+          compress_codec = s.codec;
+        }
         x = (*(*mods)[static_cast<size_t>(s.first)])(x);
         break;
       }
@@ -303,14 +378,26 @@ CheckpointPlan plan_checkpoint(Sequential& model, const Tensor& example_input, i
   std::vector<CodecCheck> checks;
   BudgetOptions measured = options;
   try {
+    const Tensor input = example_input.detach();
+    L = measure(model, input, measured);
     if (!options.codecs.empty()) {
-      checks = check_codecs(model, example_input.detach(), options, gen, rng);
+      // The check runs whole forwards and backwards: in as many chunks of the batch as keeping
+      // everything needs budgets, so that it too stays about within the budget. What the budget
+      // leaves for a chunk is less the check's three sets of parameter gradients (exact, summed,
+      // the chunk's), and at least a quarter of it.
+      const int64_t plain = evaluate_plan(L, sequential_plan(static_cast<int>(L.size()), 1)).peak_bytes;
+      int64_t param_bytes = 0;
+      for (const Tensor& t : model.parameters()) param_bytes += static_cast<int64_t>(t.nbytes());
+      const int64_t room = std::max(budget_bytes - 3 * param_bytes, budget_bytes / 4);
+      const int64_t chunks = std::max<int64_t>(1, (plain + room - 1) / std::max<int64_t>(room, 1));
+      gen.set_state(rng);
+      checks = check_codecs(model, input, options, gen, rng, chunks);
       measured.codecs.clear();
       for (const CodecCheck& c : checks)
         if (c.accepted) measured.codecs.push_back(c.codec);
       gen.set_state(rng);
+      if (!measured.codecs.empty()) measure_codecs(model, input, measured.codecs, L);
     }
-    L = measure(model, example_input.detach(), measured);
   } catch (...) {
     gen.set_state(rng);
     throw;

@@ -11,13 +11,17 @@
 // already allocated (they are the same for every plan). The budget bounds that peak.
 //
 // Invariants:
-// 1. Planning does not change training: it runs one forward and backward of the model on the
-//    example input through autograd::grad (no .grad is touched) and restores the default
-//    generator of the input's device, so dropout draws the same numbers with or without planning.
+// 1. Planning does not change training: it runs the model on the example input through
+//    autograd::grad (no .grad is touched) and restores the default generator of the input's
+//    device, so dropout draws the same numbers with or without planning.
 // 2. A plan runs the model's own children in order: the arithmetic is the plain forward's, so
 //    gradients are bit-identical to plain for every mix of decisions (checkpoint re-runs preserve
 //    the RNG state; offloaded tensors come back byte for byte).
 // 3. A budget below the smallest peak any plan reaches throws graft::Error naming that minimum.
+// 4. Planning holds about what the plan may: it measures layer by layer (recording hooks that keep
+//    nothing, each layer's graph freed before the next runs), so it never holds the whole forward's
+//    activations, and the codec check, which needs whole backwards, runs the batch in as many
+//    chunks as keeping everything needs budgets. (Offload's one probe is 8 MiB.)
 #include <cstdint>
 #include <map>
 #include <memory>

@@ -35,7 +35,9 @@ void ConsoleLog::on_train_end(TrainerState& s) {
   std::fprintf(out_, "peak memory while training: %.1f MiB allocated on cpu, %.1f MiB above the data set and model",
                mib(s.peak_cpu_bytes), mib(s.peak_cpu_bytes - s.base_cpu_bytes));
   if (s.budget)
-    std::fprintf(out_, " (the plans predicted at most %.1f MiB of activations; the rest is gradients and optimizer state)",
+    std::fprintf(out_,
+                 " (the plans predicted at most %.1f MiB of activations; the budget bounds those, not the "
+                 "parameter gradients, optimizer state or the loss)",
                  mib(predicted_peak_));
   if (s.device.is_cuda()) std::fprintf(out_, ", %.1f MiB on %s", mib(s.peak_device_bytes), s.device.str().c_str());
   std::fprintf(out_, "\n");

@@ -49,6 +49,7 @@ void MemoryTimeline::on_train_begin(TrainerState& s) {
     clear_grads(*s.model);
     gen.set_state(rng);
     series.push_back(record_timeline(label, s.device, [&] { s.loss_fn(forward(), y).backward(); }));
+    if (label.rfind("budget", 0) == 0) series.back().budget_bytes = s.recipe->memory_budget->bytes;
   }
   clear_grads(*s.model);
   gen.set_state(rng);

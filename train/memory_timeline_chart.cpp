@@ -48,11 +48,13 @@ void write_memory_timeline(const std::string& path, const std::vector<TimelineSe
   const double W = 900, H = 420, L = 70, R = 20, T = 40, B = 60;
   const char* colors[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e"};
   double lo = 0, hi = 1;
-  for (const auto& s : series)
+  for (const auto& s : series) {
+    if (s.budget_bytes >= 0) hi = std::max(hi, static_cast<double>(s.budget_bytes) / (1 << 20));
     for (const auto& e : s.events) {
       lo = std::min(lo, static_cast<double>(e.bytes) / (1 << 20));
       hi = std::max(hi, static_cast<double>(e.bytes) / (1 << 20));
     }
+  }
   auto X = [&](double frac) { return L + frac * (W - L - R); };
   auto Y = [&](double mib) { return H - B - (mib - lo) / (hi - lo) * (H - T - B); };
   std::ofstream f(path);
@@ -84,6 +86,13 @@ void write_memory_timeline(const std::string& path, const std::vector<TimelineSe
       if (e.bytes > s.events[peak].bytes) peak = i;
     }
     f << "<path d=\"" << d.str() << "\" fill=\"none\" stroke=\"" << c << "\" stroke-width=\"1.5\"/>\n";
+    if (s.budget_bytes >= 0) {
+      const double by = Y(static_cast<double>(s.budget_bytes) / (1 << 20));
+      f << "<line x1=\"" << X(0) << "\" y1=\"" << fmt(by) << "\" x2=\"" << X(1) << "\" y2=\"" << fmt(by)
+        << "\" stroke=\"" << c << "\" stroke-dasharray=\"6 4\"/>\n"
+        << "<text x=\"" << fmt(X(1) - 4) << "\" y=\"" << fmt(by - 4) << "\" text-anchor=\"end\" fill=\"" << c
+        << "\">budget " << fmt(static_cast<double>(s.budget_bytes) / (1 << 20)) << " MiB</text>\n";
+    }
     double peak_mib = s.events.empty() ? 0 : static_cast<double>(s.events[peak].bytes) / (1 << 20);
     if (!s.events.empty()) {
       const auto& e = s.events[peak];

@@ -1,6 +1,7 @@
 #pragma once
 // Draws memory timelines: bytes allocated over one training step (forward, then backward), one
 // line per mode on one chart, with the op that was running at each line's peak.
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -12,6 +13,7 @@ namespace graft::train {
 struct TimelineSeries {
   std::string label;  // "plain", "checkpoint sqrt", "budget 16 MiB"
   std::vector<MemoryEvent> events;
+  int64_t budget_bytes = -1;  // >= 0: drawn as a dashed line in the series' colour (its budget)
 };
 
 // Runs `step` (one forward + backward) under the allocation log of `device`: one series. If `step`

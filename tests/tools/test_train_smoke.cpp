@@ -150,6 +150,9 @@ TEST_CASE("graft train --memory-budget trains with the plain run's numbers and d
   CHECK(count(svg, "<text") == count(svg, "</text>"));
   CHECK(svg.find("plain: peak") != std::string::npos);
   CHECK(svg.find("budget 1MiB: peak") != std::string::npos);
+  // The budget the plan was made for, as a dashed line labelled with its size.
+  CHECK(count(svg, "stroke-dasharray") == 1);
+  CHECK(svg.find(">budget 1.0 MiB</text>") != std::string::npos);
   ProcessResult bad = cli(common + " --memory-budget lots");
   CHECK(bad.exit_code != 0);
   CHECK(bad.out.find("--memory-budget: cannot read 'lots' as a size") != std::string::npos);

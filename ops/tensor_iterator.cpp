@@ -202,11 +202,19 @@ void TensorIterator::build_impl(bool allocate, DType out_dtype) {
 
   if (allocate) {
     // The output follows the first input that spans the whole result in a dense permuted layout
-    // (a channels-last activation plus a broadcast bias stays channels-last), else row-major.
+    // (a channels-last activation plus a broadcast bias stays channels-last), else row-major. An
+    // input expanded to the result's shape (stride 0 over a dim of size > 1) says nothing about
+    // layout and is passed over, as PyTorch does: a channels-last tensor times an expanded
+    // gradient (a sum's backward) stays channels-last.
     Shape out_shape(bshape, bshape + nd);
+    auto expanded = [](const Tensor& t) {
+      for (int64_t d = 0; d < t.dim(); ++d)
+        if (t.stride(d) == 0 && t.size(d) > 1) return true;
+      return false;
+    };
     const Tensor* like = nullptr;
     for (int k = 1; k < nops_ && !like; ++k)
-      if (ops_[k].sizes() == out_shape) like = &ops_[k];
+      if (ops_[k].sizes() == out_shape && !expanded(ops_[k])) like = &ops_[k];
     ops_[0] = like && is_dense_permuted(*like) ? new_strided(out_shape, like->strides(), out_dtype, ops_[1].device())
                                                : new_tensor(out_shape, out_dtype, ops_[1].device());
   } else {

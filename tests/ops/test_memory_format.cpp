@@ -339,3 +339,17 @@ TEST_CASE("Module::to(ChannelsLast) restrides 4-D parameters in place and the mo
   CHECK(w.suggest_memory_format() == MemoryFormat::Contiguous);
   check_close(conv->forward(x), before, Tolerance::within(1e-5));
 }
+
+TEST_CASE("an elementwise result follows a channels-last input past an operand expanded to its shape") {
+  // PyTorch passes over broadcast operands when it picks the output's layout: a sum's backward
+  // hands an expanded gradient to mul, whose result must keep the other input's channels-last.
+  Tensor xl = randn({2, 3, 4, 5}).contiguous(MemoryFormat::ChannelsLast);
+  Tensor g = ops::ones({}).expand({2, 3, 4, 5});
+  CHECK(ops::mul(g, xl).is_contiguous(MemoryFormat::ChannelsLast));
+  CHECK(ops::mul(xl, g).is_contiguous(MemoryFormat::ChannelsLast));
+  CHECK(values(ops::mul(g, xl)) == values(xl));
+  // A row-major input first still decides: nothing changes for it.
+  Tensor xc = randn({2, 3, 4, 5});
+  CHECK(ops::add(xc, xl).is_contiguous());
+  CHECK(ops::mul(g, xc).is_contiguous());
+}

@@ -1,5 +1,6 @@
 #include "autograd/compress_saved.h"
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <unordered_set>
@@ -8,6 +9,7 @@
 #include <utility>
 
 #include "ops/ops.h"
+#include "runtime/memory_format.h"
 #include "runtime/storage.h"
 
 namespace graft::autograd {
@@ -25,6 +27,7 @@ struct Encoded {
   DType dtype = kFloat32;
   Shape sizes;
   int64_t version = 0;
+  Shape inverse;  // kInt8 and kMask of a dense non-contiguous tensor: permute the decoded one by this
 };
 using EncodedPtr = std::shared_ptr<const Encoded>;
 
@@ -49,6 +52,25 @@ struct RegionEntry {
 // int8's channel dim: 1 for [N, C, ...] activations of 4 or more dims (convolutions), the last
 // otherwise ([N, F], [B, T, C]: features).
 int64_t channel_dim(const Tensor& t) { return t.dim() >= 4 ? 1 : t.dim() - 1; }
+
+// The dims of a dense but non-contiguous tensor (a channels-last activation) from outermost to
+// innermost in memory, so that t.permute(order) is contiguous: the codecs whose kernels read and
+// write row-major (masks, int8) then pack memory in order, and the decoded tensor permuted back has
+// t's strides again. A relu's in-place backward needs the mask in the gradient's layout; without
+// this a channels-last CNN paid an out-of-place threshold_backward, a whole activation, at its
+// peak. Empty when t is contiguous or not dense.
+Shape memory_order(const Tensor& t) {
+  if (t.is_contiguous() || !is_non_overlapping_and_dense(t.sizes(), t.strides())) return {};
+  Shape order(static_cast<size_t>(t.dim()));
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int64_t>(i);
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return t.stride(a) > t.stride(b); });
+  return order;
+}
+Shape inverse_of(const Shape& order) {
+  Shape inv(order.size());
+  for (size_t i = 0; i < order.size(); ++i) inv[static_cast<size_t>(order[i])] = static_cast<int64_t>(i);
+  return inv;
+}
 
 [[noreturn]] void modified_error(const Encoded& e, int64_t now) {
   GRAFT_ERROR("one of the variables needed for gradient computation has been modified by an inplace operation: [",
@@ -107,10 +129,21 @@ struct CompressSaved::State {
                                          t.dtype()});
   }
 
-  EncodedPtr encode(const Tensor& t, Form form) {
+  EncodedPtr encode(const Tensor& saved, Form form) {
     auto e = std::make_shared<Encoded>();
     e->form = form;
-    e->dtype = t.dtype();
+    e->dtype = saved.dtype();
+    Tensor t = saved;
+    if (form == Form::kMask || form == Form::kInt8) {
+      const Shape order = memory_order(saved);
+      if (!order.empty()) {
+        Tensor p = ops::permute(saved, order);
+        if (p.is_contiguous()) {
+          t = p;
+          e->inverse = inverse_of(order);
+        }
+      }
+    }
     e->sizes = t.sizes();
     switch (form) {
       case Form::kPlain:
@@ -120,7 +153,8 @@ struct CompressSaved::State {
       case Form::kBf16: e->a = ops::_to_copy(t, kBFloat16, t.device()); break;
       case Form::kMask: e->a = ops::_pack_sign_bits(t); break;
       case Form::kInt8: {
-        e->dim = channel_dim(t);
+        e->dim = channel_dim(saved);
+        if (!e->inverse.empty()) e->dim = e->inverse[static_cast<size_t>(e->dim)];  // its place in t
         int64_t seed = -1, offset = 0;
         if (options.stochastic_rounding) {
           // A key below 2^63 (the op's seed is an int64, negative meaning "to nearest").
@@ -208,8 +242,14 @@ Tensor decode(const Encoded& e) {
       return e.a;
     }
     case Form::kBf16: return ops::_to_copy(e.a, e.dtype, e.a.device());
-    case Form::kMask: return ops::_unpack_sign_bits(e.a, e.sizes, e.dtype);
-    case Form::kInt8: return ops::_dequantize_int8(e.a, e.b, e.dim, e.dtype);
+    case Form::kMask: {
+      Tensor r = ops::_unpack_sign_bits(e.a, e.sizes, e.dtype);
+      return e.inverse.empty() ? r : ops::permute(r, e.inverse);
+    }
+    case Form::kInt8: {
+      Tensor r = ops::_dequantize_int8(e.a, e.b, e.dim, e.dtype);
+      return e.inverse.empty() ? r : ops::permute(r, e.inverse);
+    }
   }
   return Tensor();
 }

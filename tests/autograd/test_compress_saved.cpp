@@ -297,3 +297,48 @@ TEST_CASE("current_save_site names the saving node and its tolerance during a pa
   CHECK(current_save_site() == nullptr);
   CHECK(seen == std::vector<std::string>{"MmBackward lossy", "ReluBackward sign"});
 }
+
+TEST_CASE("masks and int8 codes of a channels-last tensor decode in its layout, so relu's backward stays in place") {
+  manual_seed(13);
+  Tensor x = randn({4, 8, 16, 16}).contiguous(MemoryFormat::ChannelsLast).requires_grad_();
+  // A parameter: never compressed, so x's gradient passes only through relu's exact mask.
+  Tensor w = randn({4, 8, 16, 16}).contiguous(MemoryFormat::ChannelsLast).requires_grad_();
+  Tensor gx_plain;
+  {
+    Tensor h = x * 1.0;
+    gx_plain = autograd::grad({(graft::relu(h) * w).sum()}, {x})[0];
+  }
+  for (SavedCodec c : {SavedCodec::kBf16, SavedCodec::kInt8}) {
+    INFO("codec " << codec_name(c));
+    Tensor h = x * 1.0, y;
+    {
+      CompressSaved hooks(CompressOptions{.codec = c});
+      y = graft::relu(h) * w;
+    }
+    Tensor gx = autograd::grad({y.sum()}, {x})[0];
+    CHECK(gx.is_contiguous(MemoryFormat::ChannelsLast) == gx_plain.is_contiguous(MemoryFormat::ChannelsLast));
+    CHECK(floats(gx) == floats(gx_plain));
+  }
+  // int8 codes of channels-last activations decode with their strides and the per-channel scale of
+  // their channel dim (1), as a contiguous copy's do: the same gradient, bit for bit.
+  Tensor t = randn({2, 3, 5, 7}).contiguous(MemoryFormat::ChannelsLast);
+  Tensor part = x.detach().narrow(1, 0, 3).narrow(2, 0, 5).narrow(3, 0, 7).contiguous(MemoryFormat::ChannelsLast);
+  for (const Tensor& s : {t, part}) {
+    auto grad_of_square = [](const Tensor& v) {
+      Tensor leaf = v.detach().requires_grad_();
+      Tensor h = leaf * 1.0, q;
+      {
+        CompressSaved hooks(CompressOptions{.codec = SavedCodec::kInt8});
+        q = h * h;  // saves h twice (packed once) as int8
+      }
+      Tensor g = autograd::grad({q.sum()}, {leaf})[0];  // 2 h, from the decoded h
+      return std::make_pair(g, h);
+    };
+    auto [got, h_cl] = grad_of_square(s);
+    auto [want, h_nchw] = grad_of_square(s.contiguous());
+    REQUIRE(h_cl.is_contiguous(MemoryFormat::ChannelsLast));
+    REQUIRE(h_nchw.is_contiguous());
+    CHECK(floats(got) == floats(want));
+    CHECK(rel_err(got, s * 2.0) < 1e-2);
+  }
+}

@@ -14,7 +14,15 @@ int64_t saved_bytes(const LayerProfile& l) {
   return l.own_bytes + (l.saves_input ? l.input_bytes : 0) + (l.saves_output ? l.output_bytes : 0);
 }
 // A kept layer's backward holds the gradients of its output and of its input.
-int64_t grad_bytes(const LayerProfile& l) { return l.input_bytes + l.output_bytes; }
+// A kept layer's backward: measured, or the gradients of its output and of its input (invariant 3).
+int64_t grad_bytes(const LayerProfile& l) {
+  return l.backward_bytes >= 0 ? l.backward_bytes : l.input_bytes + l.output_bytes;
+}
+// A compressed layer's backward on top of its share (invariant 7).
+int64_t codec_backward_bytes(const LayerProfile& l, int codec) {
+  const LayerProfile::Codec& c = l.codecs[static_cast<size_t>(codec)];
+  return c.backward_bytes >= 0 ? c.backward_bytes : saved_bytes(l) + grad_bytes(l);
+}
 
 // The state of the boundary before a step (invariant 7): not held, held in full, or held packed by
 // codec c (kPackedBy + c).
@@ -64,31 +72,68 @@ double forward_seconds(const std::vector<LayerProfile>& L, int first, int last) 
 
 // Invariants 2-5 over a run of steps, with `base` bytes held before it and the run's input boundary
 // held or not. peak_bytes is absolute (includes base).
+// Invariant 9: what a step holds at its largest point in forward, above what the steps before it
+// hold, with the boundary before it in state `flag`.
+int64_t forward_bytes(const std::vector<LayerProfile>& L, const PlanStep& s, int flag) {
+  const LayerProfile& f = L[static_cast<size_t>(s.first)];
+  const int64_t in = flag == kHeld ? 0 : f.input_bytes;
+  switch (s.kind) {
+    case StepKind::Keep:
+    case StepKind::Offload: return in + f.own_bytes + f.output_bytes;
+    case StepKind::Compress: return in + f.own_bytes + f.output_bytes + f.codecs[static_cast<size_t>(s.codec)].held_bytes;
+    case StepKind::Segment: {
+      int64_t inside = 0;
+      for (int j = s.first; j <= s.last; ++j) {
+        const LayerProfile& l = L[static_cast<size_t>(j)];
+        inside = std::max(inside, (j > s.first ? l.input_bytes : 0) + l.own_bytes + l.output_bytes);
+      }
+      return in + inside;
+    }
+  }
+  return 0;
+}
+
+// Invariant 10: the parameter gradients held while layer `first` runs backward (every later layer's).
+int64_t grads_after(const std::vector<LayerProfile>& L, int layer) {
+  int64_t g = 0;
+  for (size_t j = static_cast<size_t>(layer) + 1; j < L.size(); ++j) g += L[j].param_grad_bytes;
+  return g;
+}
+
 PlanCost eval_range(const std::vector<LayerProfile>& L, const std::vector<PlanStep>& steps, int64_t base,
-                    bool input_held) {
+                    bool input_held, int64_t forward_extra) {
   std::vector<int64_t> added(steps.size());
+  std::vector<int> before(steps.size());
   int flag = input_held ? kHeld : kNotHeld;
-  for (size_t k = 0; k < steps.size(); ++k) added[k] = added_bytes(L, steps[k], flag);
+  for (size_t k = 0; k < steps.size(); ++k) {
+    before[k] = flag;
+    added[k] = added_bytes(L, steps[k], flag);
+  }
   PlanCost c;
   c.peak_bytes = base;
   int64_t prefix = base;
   for (size_t k = 0; k < steps.size(); ++k) {
     const PlanStep& s = steps[k];
+    // Forward (invariant 9), then the step's backward.
+    c.peak_bytes = std::max(c.peak_bytes, prefix + forward_extra + forward_bytes(L, s, before[k]));
     int64_t at = prefix + added[k];
     const LayerProfile& f = L[static_cast<size_t>(s.first)];
+    const int64_t g = grads_after(L, s.last);  // invariant 10
     int64_t p = at;
     switch (s.kind) {
-      case StepKind::Keep: p = at + grad_bytes(f); break;
+      case StepKind::Keep: p = at + g + grad_bytes(f); break;
       case StepKind::Offload:
-        p = at + saved_bytes(f) + grad_bytes(f);
+        p = at + g + saved_bytes(f) + grad_bytes(f);
         c.extra_seconds += f.offload_seconds;
         break;
       case StepKind::Compress:
-        p = at + saved_bytes(f) + grad_bytes(f);
+        p = at + g + codec_backward_bytes(f, s.codec);
         c.extra_seconds += f.codecs[static_cast<size_t>(s.codec)].seconds;
         break;
       case StepKind::Segment: {
-        PlanCost inner = eval_range(L, s.inner.empty() ? all_kept(s.first, s.last) : s.inner, at, true);
+        // The re-run's forward happens with the gradient of the segment's output waiting.
+        PlanCost inner = eval_range(L, s.inner.empty() ? all_kept(s.first, s.last) : s.inner, at, true,
+                                    L[static_cast<size_t>(s.last)].output_bytes + g);
         p = inner.peak_bytes;
         c.extra_seconds += forward_seconds(L, s.first, s.last) + inner.extra_seconds;
         break;
@@ -145,18 +190,27 @@ class Search {
     for (const auto& l : L) {
       keep_share_[0].push_back(units(l.own_bytes + (l.saves_input ? l.input_bytes : 0) + (l.saves_output ? l.output_bytes : 0)));
       keep_share_[1].push_back(units(l.own_bytes + (l.saves_output ? l.output_bytes : 0)));
-      grad_.push_back(units(grad_bytes(l)));
+      grad_.push_back(units(grad_bytes(l) + grads_after(L, static_cast<int>(&l - L.data()))));
       saved_.push_back(units(saved_bytes(l)));
       input_.push_back(units(l.input_bytes));
-      std::vector<int> held, in;
-      for (const auto& c : l.codecs) {
+      std::vector<int> held, in, bwd;
+      for (size_t k = 0; k < l.codecs.size(); ++k) {
+        const auto& c = l.codecs[k];
+        bwd.push_back(units(codec_backward_bytes(l, static_cast<int>(k)) + grads_after(L, static_cast<int>(&l - L.data()))));
         held.push_back(units(c.held_bytes));
         // Rounded down, so that held - input still rounds the layer's share up.
         in.push_back(static_cast<int>(std::floor(static_cast<double>(c.input_bytes) / unit_)));
       }
       codec_held_.push_back(std::move(held));
       codec_input_.push_back(std::move(in));
+      codec_bwd_.push_back(std::move(bwd));
     }
+    for (const auto& l : L) {
+      fwd_[0].push_back(units(l.input_bytes + l.own_bytes + l.output_bytes));
+      fwd_[1].push_back(units(l.own_bytes + l.output_bytes));
+      output_units_.push_back(units(l.output_bytes + grads_after(L, static_cast<int>(&l - L.data()))));
+    }
+    out_units_ = units(L.back().output_bytes);
     // Invariant 8: a kept last layer at the top level saves the caller's own output.
     const LayerProfile& e = L.back();
     last_keep_share_[0] = units(e.own_bytes + (e.saves_input ? e.input_bytes : 0));
@@ -177,17 +231,21 @@ class Search {
     const LayerProfile& f = L_[static_cast<size_t>(pos)];
     int keep_flag = f.saves_output ? kHeld : kNotHeld;
     int share = keep_share(pos, flag, top);
-    if (share + grad_[pos] <= r) {
+    // Invariant 9: forward's points. At the top level no output exists yet (it came off r); in a
+    // re-run the gradient of the segment's output waits.
+    const int fx = top ? -out_units_ : output_units_[static_cast<size_t>(last)];
+    const int fwd = fwd_[flag == kHeld][static_cast<size_t>(pos)] + fx;
+    if (share + grad_[pos] <= r && fwd <= r) {
       float c = solve(pos + 1, last, r - share, keep_flag, top);
       if (c < best) best = c, pick = 1;
     }
-    if (top && f.offload_seconds >= 0 && saved_[pos] + grad_[pos] <= r) {
+    if (top && f.offload_seconds >= 0 && saved_[pos] + grad_[pos] <= r && fwd <= r) {
       float c = static_cast<float>(f.offload_seconds) + solve(pos + 1, last, r, 0, top);
       if (c < best) best = c, pick = 2;
     }
     for (size_t k = 0; top && k < f.codecs.size(); ++k) {
       const int held = codec_share(pos, static_cast<int>(k), flag);
-      if (held + saved_[pos] + grad_[pos] > r) continue;
+      if (held + codec_bwd_[pos][k] > r || fwd + codec_held_[pos][k] > r) continue;
       const int next = f.codecs[k].shares_output ? kPackedBy + static_cast<int>(k) : kNotHeld;
       float c = static_cast<float>(f.codecs[k].seconds) + solve(pos + 1, last, r - held, next, top);
       if (c < best) best = c, pick = kCodecPick + static_cast<int>(k);
@@ -195,7 +253,10 @@ class Search {
     int rs = r - (flag == kHeld ? 0 : input_[pos]);
     if (rs >= 0) {
       int end = flag == kHeld ? last - 1 : last;
+      int inside = 0;  // the segment's forward: its largest layer's input, intermediates and output
       for (int c = pos; c <= end; ++c) {
+        inside = std::max(inside, c == pos ? fwd_[1][static_cast<size_t>(c)] : fwd_[0][static_cast<size_t>(c)]);
+        if (inside + fx > rs) break;  // only grows with c
         float t = static_cast<float>(prefix_t_[c + 1] - prefix_t_[pos]);
         if (t >= best) break;  // recompute time only grows with c
         float inner = solve(pos, c, rs, kHeld, 0);
@@ -269,8 +330,10 @@ class Search {
   std::vector<float> cost_;
   std::vector<uint16_t> choice_;
   std::vector<int> keep_share_[2], grad_, saved_, input_;
+  std::vector<int> fwd_[2], output_units_;  // invariant 9: a layer's forward (input not held / held)
+  int out_units_ = 0;                        // the chain's output (invariant 8)
   int last_keep_share_[2] = {0, 0};
-  std::vector<std::vector<int>> codec_held_, codec_input_;
+  std::vector<std::vector<int>> codec_held_, codec_input_, codec_bwd_;
   // Picks from here on name a codec; below it, 3 + (c - pos) names a segment, and c - pos < n.
   static constexpr int kCodecPick = 60000;
   std::vector<double> prefix_t_;
@@ -288,9 +351,9 @@ PlanCost evaluate_plan(const std::vector<LayerProfile>& layers, const std::vecto
       layers.back().saves_output) {
     std::vector<LayerProfile> l2 = layers;
     l2.back().saves_output = false;
-    c = eval_range(l2, steps, out, /*input_held=*/true);
+    c = eval_range(l2, steps, out, /*input_held=*/true, -out);
   } else {
-    c = eval_range(layers, steps, out, /*input_held=*/true);
+    c = eval_range(layers, steps, out, /*input_held=*/true, -out);  // no output yet in forward
   }
   c.held_bytes += out;
   return c;
@@ -314,16 +377,23 @@ SolvedPlan solve_plan(const std::vector<LayerProfile>& L, int64_t budget_bytes, 
   plain.cost = evaluate_plan(L, plain.steps);
   if (plain.cost.peak_bytes <= budget_bytes) return plain;
   // Sizes round up to units of budget/units bytes (invariant 4), so the search never overcommits.
-  double unit = static_cast<double>(budget_bytes) / units;
-  // Invariant 8: the caller's output comes off the top.
-  int r = units - static_cast<int>(std::ceil(static_cast<double>(L.back().output_bytes) / unit));
-  if (r < 0) return none;
-  Search search(L, unit, units);
-  if (search.solve(0, n - 1, r, kHeld, 1) == kInf) return none;
-  SolvedPlan out;
-  search.steps(0, n - 1, r, kHeld, 1, out.steps);
-  out.cost = evaluate_plan(L, out.steps);
-  return out;
+  // Invariant 9: the search sees backward's points only; a plan whose forward breaks the budget is
+  // searched for again under the budget less the excess, a few times at most.
+  int64_t searched = budget_bytes;
+  for (int attempt = 0; attempt < 6 && searched > 0; ++attempt) {
+    double unit = static_cast<double>(searched) / units;
+    // Invariant 8: the caller's output comes off the top.
+    int r = units - static_cast<int>(std::ceil(static_cast<double>(L.back().output_bytes) / unit));
+    if (r < 0) return none;
+    Search search(L, unit, units);
+    if (search.solve(0, n - 1, r, kHeld, 1) == kInf) return none;
+    SolvedPlan out;
+    search.steps(0, n - 1, r, kHeld, 1, out.steps);
+    out.cost = evaluate_plan(L, out.steps);
+    if (out.cost.peak_bytes <= budget_bytes) return out;
+    searched -= out.cost.peak_bytes - budget_bytes + static_cast<int64_t>(std::ceil(unit));
+  }
+  return none;
 }
 
 int64_t min_peak_bytes(const std::vector<LayerProfile>& L) {

@@ -13,9 +13,11 @@
 //    (the checkpoint keeps it). An offloaded layer holds nothing on the device.
 // 3. Backward visits the steps of a plan last to first and frees a step's tensors once it ran. At a
 //    step it holds what the steps before it hold, the step's own share, and its working set: a kept
-//    layer the gradients of its output and input; an offloaded layer also its saved bytes, back
-//    on the device; a segment the peak of re-running its layers under its inner plan (plain: all
-//    kept), on top of what is held.
+//    layer its measured `backward_bytes` (the incoming gradient, the kernels' transients and the
+//    gradient it hands on; unmeasured: its output's and input's gradients), which is less than
+//    that for a layer whose backward writes in place (relu) and more for one with temporaries; an
+//    offloaded layer also its saved bytes, back on the device; a segment the peak of re-running
+//    its layers under its inner plan (plain: all kept), on top of what is held.
 // 4. The predicted peak is the largest of those sums. Every size is exact bytes in evaluate_plan;
 //    solve_plan works in units of budget/units bytes, rounding every size up, so a plan it returns
 //    never has a predicted peak above the budget (it may miss a plan within a few units of it).
@@ -30,13 +32,24 @@
 //    second its input: the plan runs such neighbours under one CompressSaved, whose deduplication
 //    packs the boundary once, so the second layer's `input_bytes` are not counted again. So the
 //    boundary state is three-way: not held, held in full, or held packed by codec c. In backward
-//    a compressed layer holds, like an offloaded layer, its saved bytes (decoded) and its
-//    gradients on top. Its extra time is the codec's measured pack and unpack time. Like offload,
+//    a compressed layer adds its codec's measured `backward_bytes` (decoding included; unmeasured:
+//    like an offloaded layer, its saved bytes decoded and its gradients). Its extra time is the codec's measured pack and unpack time. Like offload,
 //    only outside segments.
 // 8. The chain's output (the last layer's output boundary) is the caller's: it holds it from the end
 //    of forward to the end of backward (the loss reads it), so it is held at every backward step.
 //    A kept last layer that saves its output saves that same tensor; a recomputed one saves a
 //    second copy.
+// 9. Forward has its own largest points: while a layer runs, what the steps before it hold, its
+//    input (unless held already), its own intermediates and its output are all alive; a segment's
+//    forward runs its layers without saving, so it reaches its input plus the largest layer's input
+//    and output. A segment's re-run in backward is a forward too, and it happens while the gradient
+//    of the segment's output waits: on a CNN's first convolution that gradient and the re-run's
+//    two activations are three 12 MiB tensors at once. The search itself does not see these
+//    points; solve_plan checks its plan against them and searches again with a smaller budget
+//    while they break the budget.
+// 10. A step whose gradients start as none (zero_grad(set_to_none), as graft train runs) makes
+//    each layer's parameter gradients in its backward and holds them to the step's end: at a
+//    layer's backward, and in a segment's re-run, the gradients of every layer after it are held.
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -51,6 +64,11 @@ struct LayerProfile {
   int64_t output_bytes = 0;  // its output boundary
   bool saves_input = false;
   bool saves_output = false;
+  // The peak of its backward above what is held when it starts (invariant 3); < 0: not measured.
+  int64_t backward_bytes = -1;
+  // Its parameters' gradients, made by its backward and held to the end of the step (invariant
+  // 10); 0 when they are preallocated (accumulated in place).
+  int64_t param_grad_bytes = 0;
   double forward_seconds = 0;
   double offload_seconds = -1;  // writing out and reading back what it saves; < 0: cannot offload
   // One entry per candidate codec (the same codecs, in the same order, for every layer).
@@ -60,6 +78,7 @@ struct LayerProfile {
     double seconds = 0;        // pack + unpack
     int64_t input_bytes = 0;   // of held_bytes: the packing of its input boundary (0: not packed)
     bool shares_output = false;  // its output boundary is packed, and a later save of it deduplicates
+    int64_t backward_bytes = -1;  // invariant 7, measured under the codec; < 0: not measured
   };
   std::vector<Codec> codecs;
 };

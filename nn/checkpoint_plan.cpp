@@ -20,6 +20,7 @@
 #include "ops/ops.h"
 #include "runtime/error.h"
 #include "runtime/generator.h"
+#include "runtime/memory_log.h"
 #include "runtime/storage.h"
 
 namespace graft::nn {
@@ -109,6 +110,50 @@ std::vector<Tensor> probe_gradients(Sequential& model, const Tensor& input, cons
   return sum;
 }
 
+// The peak of one layer's backward above what is held when it starts (budget_solver.h, invariant
+// 3): `y` is the layer's output and `input` its input when that needs a gradient, made in the
+// caller's scope (under a codec's hooks for invariant 7). The layer gets a gradient of its own in
+// y's layout (y * ones' backward makes one, as the next layer's would; a channels-last layer handed
+// an NCHW gradient would pay a layout copy that training does not), so a backward that writes in
+// place does so here too. Through autograd::grad, so no .grad is touched (invariant 1): the
+// gradients of its parameters are fresh tensors, as a step after zero_grad(set_to_none) makes them,
+// and the gradient it hands on is returned as computed. Measured with the memory log, which sees
+// only what this work adds and leaves the allocator's peak alone; -1 (the model's estimate) while
+// another log runs, e.g. a memory timeline's.
+int64_t measure_backward(Module& layer, Tensor y, const Tensor& input, Device device) {
+  if (!y.defined() || !y.requires_grad()) return 0;
+  if (detail::g_memory_log_on.load()) return -1;
+  std::vector<Tensor> inputs;
+  for (const Tensor& p : layer.parameters())
+    if (p.requires_grad()) inputs.push_back(p);
+  if (input.defined() && input.requires_grad()) inputs.push_back(input);
+  if (inputs.empty()) return 0;
+  autograd::EnableGradGuard eg;
+  // Held to the end, so that mul's node freeing its saved copy does not offset the log.
+  const Tensor ones = ops::contiguous(ops::ones_like(y), y.suggest_memory_format());
+  Tensor loss;
+  {
+    // This function's own saves stay as they are, whatever hooks the caller opened (a codec's).
+    autograd::SavedTensorsHooks plain([](const Tensor& t) -> autograd::Packed { return t; },
+                                      [](const autograd::Packed& p) { return std::any_cast<Tensor>(p); });
+    loss = graft::sum(graft::mul(y, ones));
+  }
+  y = Tensor();
+  memory_log_start(device);
+  std::vector<MemoryEvent> ev;
+  try {
+    std::vector<Tensor> g = autograd::grad({loss}, inputs, {}, /*retain_graph=*/false, /*create_graph=*/false,
+                                           /*allow_unused=*/true);
+  } catch (...) {
+    memory_log_stop();
+    throw;
+  }
+  ev = memory_log_stop();
+  int64_t peak = 0;
+  for (const MemoryEvent& e : ev) peak = std::max(peak, e.bytes);
+  return peak;
+}
+
 // Saves t under the open hooks as a neighbour would: mul declares both of its inputs lossy.
 Tensor save_lossy(const Tensor& t) { return graft::mul(t, t); }
 
@@ -117,11 +162,11 @@ Tensor save_lossy(const Tensor& t) { return graft::mul(t, t); }
 // budget_solver.h needs for two compressed neighbours: the bytes of its input's packing (held minus
 // what it holds when its input was already packed, as a compressed predecessor's output is), and
 // whether a later save of its output is deduplicated (its output is packed).
-void measure_codecs(Module& layer, const Tensor& boundary, const std::vector<autograd::SavedCodec>& codecs,
-                    LayerProfile& l) {
+void measure_codecs(Module& layer, const Tensor& boundary, bool input_requires_grad,
+                    const std::vector<autograd::SavedCodec>& codecs, LayerProfile& l) {
   for (autograd::SavedCodec c : codecs) {
     autograd::EnableGradGuard eg;
-    Tensor leaf = boundary.detach().requires_grad_(true);
+    Tensor leaf = boundary.detach().requires_grad_(input_requires_grad);
     LayerProfile::Codec m{autograd::codec_name(c)};
     {
       Tensor x = leaf * 1.0;
@@ -129,10 +174,12 @@ void measure_codecs(Module& layer, const Tensor& boundary, const std::vector<aut
       Tensor y = layer(x);
       const autograd::CompressStats st = hooks.stats();
       m.held_bytes = st.bytes_out + st.bytes_kept;
-      Tensor after = save_lossy(y);
-      const autograd::CompressStats st2 = hooks.stats();
-      m.shares_output = st2.bytes_out + st2.bytes_kept == m.held_bytes && st2.deduplicated > st.deduplicated;
-      autograd::grad({graft::sum(y)}, {leaf}, {}, false, false, /*allow_unused=*/true);
+      {
+        Tensor after = save_lossy(y);
+        const autograd::CompressStats st2 = hooks.stats();
+        m.shares_output = st2.bytes_out + st2.bytes_kept == m.held_bytes && st2.deduplicated > st.deduplicated;
+      }
+      m.backward_bytes = measure_backward(layer, std::move(y), x, boundary.device());
       m.seconds = st.pack_seconds + hooks.stats().unpack_seconds;
     }
     {
@@ -155,7 +202,7 @@ void measure_codecs(Sequential& model, const Tensor& input, const std::vector<au
                     std::vector<LayerProfile>& L) {
   Tensor x = input;
   for (size_t i = 0; i < L.size(); ++i) {
-    measure_codecs(*model[i], x, codecs, L[i]);
+    measure_codecs(*model[i], x, i > 0, codecs, L[i]);
     autograd::NoGradGuard ng;
     x = (*model[i])(x);
   }
@@ -265,6 +312,7 @@ std::vector<LayerProfile> measure(Sequential& model, const Tensor& input, const 
   // Forward times: the faster of two timed passes after the measured one (warm caches). Each layer
   // runs on a detached copy of its input boundary (requiring grad as in training), and its graph is
   // dropped before the next one runs.
+  // The first pass also measures each layer's backward (measure_backward).
   for (int rep = 0; rep < 2; ++rep) {
     autograd::EnableGradGuard eg;
     Tensor x = input;
@@ -275,6 +323,10 @@ std::vector<LayerProfile> measure(Sequential& model, const Tensor& input, const 
       double t = seconds_since(t0);
       L[i].forward_seconds = rep == 0 ? t : std::min(L[i].forward_seconds, t);
       x = y.detach();
+      if (rep == 0) L[i].backward_bytes = measure_backward(*model[i], std::move(y), in, input.device());
+      if (rep == 0 && !o.gradients_preallocated)
+        for (const Tensor& p : model[i]->parameters())
+          if (p.requires_grad()) L[i].param_grad_bytes += static_cast<int64_t>(p.nbytes());
     }
   }
   if (o.allow_offload) {

@@ -7,8 +7,10 @@
 //   Tensor y = nn::run_plan(*model, plan, x);               // keep / recompute (nested) / offload
 //   auto auto_ckpt = std::make_shared<nn::AutoCheckpoint>(model, 16 << 20);  // both, per shape
 //
-// Activation bytes are what a training step allocates above its start, with parameter gradients
-// already allocated (they are the same for every plan). The budget bounds that peak.
+// Activation bytes are what a training step allocates above its start: activations, the gradients
+// flowing through backward, the backward kernels' transients and, unless
+// BudgetOptions::gradients_preallocated, the parameters' gradients as backward makes them. The
+// budget bounds that peak; the optimizer's state and the model's own bytes are outside it.
 //
 // Invariants:
 // 1. Planning does not change training: it runs the model on the example input through
@@ -47,6 +49,11 @@ struct BudgetOptions {
   // rejected for this plan.
   std::vector<autograd::SavedCodec> codecs;
   double max_grad_error = 1e-2;
+  // Whether the step's parameter gradients exist before it (zero_grad() without set_to_none, or
+  // preallocated): then they are not part of the peak. By default a step starts from none, as
+  // after zero_grad(set_to_none) in PyTorch and graft train, and each layer's backward makes its
+  // parameters' gradients, held to the step's end (nn/budget_solver.h, invariant 10).
+  bool gradients_preallocated = false;
 };
 
 // What the planner measured of one candidate codec on the example batch.

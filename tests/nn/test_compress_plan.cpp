@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -29,6 +30,12 @@ std::shared_ptr<Sequential> tanh_chain(int pairs, int64_t width) {
 }
 
 using test::StepResult;
+// budget_step preallocates .grad (a loop after its first zero_grad() without set_to_none): plans for
+// it leave the parameters' gradients out (BudgetOptions::gradients_preallocated).
+BudgetOptions preallocated(BudgetOptions o = {}) {
+  o.gradients_preallocated = true;
+  return o;
+}
 template <class Forward>
 StepResult step(Sequential& model, const Tensor& x, Forward&& forward) {
   return test::budget_step(model, x, std::forward<Forward>(forward));
@@ -139,7 +146,7 @@ TEST_CASE("plan_checkpoint with a codec: compressed layers, the peak within budg
   manual_seed(5);
   Tensor x = randn({128, 64});
   StepResult plain = step(*model, x, [&](const Tensor& in) { return (*model)(in); });
-  BudgetOptions o;
+  BudgetOptions o = preallocated();
   o.codecs = {autograd::SavedCodec::kBf16};
   CheckpointPlan probe = plan_checkpoint(*model, x, plain.activation_peak * 4, o);
   const int64_t budget = probe.plain_peak_bytes * 7 / 10;
@@ -190,7 +197,7 @@ TEST_CASE("plan_checkpoint rejects a codec whose gradient error exceeds the limi
   auto model = tanh_chain(4, 32);
   manual_seed(6);
   Tensor x = randn({64, 32});
-  BudgetOptions o;
+  BudgetOptions o = preallocated();
   o.codecs = {autograd::SavedCodec::kInt8};
   o.max_grad_error = 1e-9;
   CheckpointPlan all = plan_checkpoint(*model, x, 1 << 30, o);
@@ -211,10 +218,57 @@ TEST_CASE("the codec check also covers weights a layer captures instead of regis
   }
   REQUIRE(model->parameters().empty());
   Tensor x = randn({64, 32});
-  BudgetOptions o;
+  BudgetOptions o = preallocated();
   o.codecs = {autograd::SavedCodec::kInt8};
   CheckpointPlan p = plan_checkpoint(*model, x, 1 << 30, o);
   REQUIRE(p.codec_checks.size() == 1);
   CHECK(p.codec_checks[0].grad_error > 0);
   CHECK(p.codec_checks[0].grad_error < 5e-2);
+}
+
+TEST_CASE("a whole-step budget on a small channels-last CNN: gradients start as none, the peak is predicted and kept") {
+  // As graft train runs a step: parameters' gradients made by backward (zero_grad(set_to_none)),
+  // relu's in-place backward, channels-last activations. The plan's prediction covers all of it.
+  manual_seed(4);
+  auto m = std::make_shared<Sequential>();
+  m->push_back(std::make_shared<Conv2d>(1, 16, 3, 1, 1));
+  m->push_back(std::make_shared<ReLU>());
+  m->push_back(std::make_shared<MaxPool2d>(2));
+  m->push_back(std::make_shared<Conv2d>(16, 16, 3, 1, 1));
+  m->push_back(std::make_shared<ReLU>());
+  m->push_back(std::make_shared<MaxPool2d>(2));
+  m->push_back(std::make_shared<Flatten>());
+  m->push_back(std::make_shared<Linear>(16 * 7 * 7, 10));
+  m->to(MemoryFormat::ChannelsLast);
+  Tensor x = randn({64, 1, 28, 28});
+  Tensor target = ops::zeros({64}, kInt64);
+  auto step_peak = [&](const std::function<Tensor(const Tensor&)>& forward) {
+    for (Tensor& p : m->parameters()) p.mutable_grad() = Tensor();
+    memory_log_start(kCPU);
+    {
+      Tensor out = forward(x);
+      functional::cross_entropy(out, target).backward();
+    }
+    int64_t peak = 0;
+    for (const MemoryEvent& e : memory_log_stop()) peak = std::max(peak, e.bytes);
+    return peak;
+  };
+  const int64_t plain = step_peak([&](const Tensor& in) { return (*m)(in); });
+  BudgetOptions o;
+  o.codecs = {autograd::SavedCodec::kBf16, autograd::SavedCodec::kInt8};
+  CheckpointPlan all = plan_checkpoint(*m, x, 1 << 30, o);
+  INFO(all.table());
+  // The plain prediction is the plain step's peak (the loss's few bytes aside).
+  CHECK(std::abs(static_cast<double>(all.plain_peak_bytes - plain)) <= 0.02 * static_cast<double>(plain));
+  const int64_t minimum = min_peak_bytes(all.profiles);
+  REQUIRE(minimum < plain * 8 / 10);
+  for (int64_t budget : {plain * 9 / 10, plain * 8 / 10, (minimum + plain * 8 / 10) / 2}) {
+    CheckpointPlan p = plan_checkpoint(*m, x, budget, o);
+    INFO("budget " << budget << " of plain " << plain << "\n" << p.table());
+    const int64_t measured = step_peak([&](const Tensor& in) { return run_plan(*m, p, in); });
+    CHECK(measured <= budget);
+    CHECK(std::abs(static_cast<double>(measured - p.predicted_peak_bytes)) <= 0.03 * static_cast<double>(plain));
+  }
+  // Below the minimum: the error names it.
+  CHECK_THROWS_WITH(plan_checkpoint(*m, x, minimum / 2, o), Catch::Contains("minimum"));
 }

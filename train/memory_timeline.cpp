@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "autograd/compress_saved.h"
 #include "runtime/error.h"
 #include "runtime/generator.h"
 #include "train/memory_timeline_chart.h"
@@ -26,6 +27,12 @@ std::vector<Mode> modes(TrainerState& s, const Tensor& x) {
     m.emplace_back("checkpoint " + std::string(name(r.checkpoint)),
                    [&s, x, mode = r.checkpoint] { return run_stages(*s.stages, x, mode); });
   if (s.budget) m.emplace_back("budget " + r.memory_budget->text, [&s, x] { return (*s.budget)(x); });
+  // --compress without a budget: every layer under the codec, as the training step runs it.
+  if (r.compress != autograd::SavedCodec::kNone && !s.budget)
+    m.emplace_back(std::string("compress ") + autograd::codec_name(r.compress), [&s, x, c = r.compress, seed = r.seed] {
+      autograd::CompressSaved hooks(autograd::CompressOptions{.codec = c, .seed = seed});
+      return run_stages(*s.stages, x, Checkpointing::None);
+    });
   return m;
 }
 

@@ -424,6 +424,16 @@ CheckpointPlan plan_checkpoint(Sequential& model, const Tensor& example_input, i
   GRAFT_CHECK(example_input.defined(), "plan_checkpoint: the example input is undefined");
   GRAFT_CHECK(budget_bytes > 0, "plan_checkpoint: the budget must be positive, got ", budget_bytes, " bytes");
   GRAFT_CHECK(!model.empty(), "plan_checkpoint: the model has no layers");
+  GRAFT_CHECK(options.outside_bytes >= 0, "plan_checkpoint: BudgetOptions::outside_bytes must be at least 0, got ",
+              options.outside_bytes);
+  // What the step itself may use: the budget less what is held outside the plan's reach.
+  const int64_t outside = options.outside_bytes +
+                          (options.input_in_budget ? static_cast<int64_t>(example_input.nbytes()) : 0);
+  const int64_t step_budget = budget_bytes - outside;
+  auto outside_note = [&] {
+    return outside == 0 ? std::string()
+                        : " (" + mib(outside) + " of it held outside the step: the optimizer's state and the input)";
+  };
   Generator& gen = default_generator(example_input.device());
   RngState rng = gen.get_state();
   std::vector<LayerProfile> L;
@@ -440,7 +450,7 @@ CheckpointPlan plan_checkpoint(Sequential& model, const Tensor& example_input, i
       const int64_t plain = evaluate_plan(L, sequential_plan(static_cast<int>(L.size()), 1)).peak_bytes;
       int64_t param_bytes = 0;
       for (const Tensor& t : model.parameters()) param_bytes += static_cast<int64_t>(t.nbytes());
-      const int64_t room = std::max(budget_bytes - 3 * param_bytes, budget_bytes / 4);
+      const int64_t room = std::max(step_budget - 3 * param_bytes, std::max<int64_t>(step_budget, 4) / 4);
       const int64_t chunks = std::max<int64_t>(1, (plain + room - 1) / std::max<int64_t>(room, 1));
       gen.set_state(rng);
       checks = check_codecs(model, input, options, gen, rng, chunks);
@@ -458,16 +468,20 @@ CheckpointPlan plan_checkpoint(Sequential& model, const Tensor& example_input, i
 
   CheckpointPlan p;
   p.budget_bytes = budget_bytes;
+  p.step_budget_bytes = step_budget;
   p.options = measured;
   p.codec_checks = checks;
   p.profiles = L;
   p.plain_peak_bytes = evaluate_plan(L, sequential_plan(static_cast<int>(L.size()), 1)).peak_bytes;
-  SolvedPlan s = solve_plan(L, budget_bytes, options.units);
+  SolvedPlan s;
+  s.cost.peak_bytes = -1;
+  if (step_budget > 0) s = solve_plan(L, step_budget, options.units);
   if (s.cost.peak_bytes < 0) {
-    int64_t minimum = min_peak_bytes(L);
-    GRAFT_ERROR("plan_checkpoint: no plan fits a budget of ", mib(budget_bytes), " (", budget_bytes,
-                " bytes): the minimum any plan reaches is ", mib(minimum), " (", minimum,
-                " bytes); keeping everything needs ", mib(p.plain_peak_bytes));
+    // Figures a user can pass back as a budget: the step's plus what is held outside it.
+    int64_t minimum = min_peak_bytes(L) + outside;
+    GRAFT_ERROR("plan_checkpoint: no plan fits a budget of ", mib(budget_bytes), " (", budget_bytes, " bytes)",
+                outside_note(), ": the minimum any plan reaches is ", mib(minimum), " (", minimum,
+                " bytes); keeping everything needs ", mib(p.plain_peak_bytes + outside));
   }
   p.steps = s.steps;
   p.predicted_peak_bytes = s.cost.peak_bytes;
@@ -491,7 +505,11 @@ Tensor run_plan(Sequential& model, const CheckpointPlan& plan, const Tensor& inp
 
 std::string CheckpointPlan::table() const {
   std::ostringstream os;
-  os << "memory budget plan: budget " << mib(budget_bytes) << ", predicted peak " << mib(predicted_peak_bytes)
+  os << "memory budget plan: budget " << mib(budget_bytes);
+  if (step_budget_bytes != budget_bytes)
+    os << " (" << mib(step_budget_bytes) << " for the step; " << mib(budget_bytes - step_budget_bytes)
+       << " held outside it: the optimizer's state and the input)";
+  os << ", predicted peak " << mib(predicted_peak_bytes)
      << " (keeping everything: " << mib(plain_peak_bytes) << "), extra forward time "
      << std::fixed << std::setprecision(2) << predicted_extra_forward << "x\n";
   for (const CodecCheck& c : codec_checks) {

@@ -54,6 +54,12 @@ struct BudgetOptions {
   // after zero_grad(set_to_none) in PyTorch and graft train, and each layer's backward makes its
   // parameters' gradients, held to the step's end (nn/budget_solver.h, invariant 10).
   bool gradients_preallocated = false;
+  // Bytes held through every step outside the plan's reach, such as the optimizer's state
+  // (optim::Optimizer::state_bytes()): the step is planned for the budget less these.
+  int64_t outside_bytes = 0;
+  // Whether the example input is made inside the step (a training loop's prepared batch), so that
+  // it too counts against the budget.
+  bool input_in_budget = false;
 };
 
 // What the planner measured of one candidate codec on the example batch.
@@ -72,6 +78,7 @@ struct CheckpointPlan {
   int64_t predicted_peak_bytes = 0;
   double predicted_extra_forward = 0;  // recompute + offload time, as a fraction of one forward
   int64_t budget_bytes = 0;
+  int64_t step_budget_bytes = 0;       // budget_bytes less BudgetOptions::outside_bytes (and the input)
   int64_t plain_peak_bytes = 0;        // the model's prediction for keeping everything
   std::vector<LayerProfile> profiles;  // what was measured
   std::vector<PlanStep> steps;         // the solved plan, as run_plan runs it

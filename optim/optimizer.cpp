@@ -69,6 +69,17 @@ SGD::SGD(std::vector<Tensor> params, double lr, double momentum_, double dampeni
   GRAFT_CHECK(!nesterov || (momentum > 0 && dampening == 0), "SGD: nesterov momentum requires a momentum and zero dampening");
 }
 
+namespace {
+int64_t float32_elements_bytes(const std::vector<Tensor>& params) {
+  int64_t n = 0;
+  for (const Tensor& p : params) n += p.numel();
+  return n * 4;
+}
+}  // namespace
+
+int64_t SGD::state_bytes() const { return momentum != 0 ? float32_elements_bytes(params_) : 0; }
+int64_t Adam::state_bytes() const { return 2 * float32_elements_bytes(params_); }
+
 void SGD::step() {
   NoGradGuard ng;
   for (size_t i = 0; i < params_.size(); ++i) {

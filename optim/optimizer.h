@@ -59,6 +59,9 @@ class Optimizer {
   // against the parameters, naming the key, before it changes anything.
   virtual OptimizerState state_dict() const = 0;
   virtual void load_state_dict(const OptimizerState& state) = 0;
+  // The bytes its state holds once it has stepped (float32 per parameter element and state
+  // tensor, invariant 3): what a memory budget for the whole step must leave it.
+  virtual int64_t state_bytes() const { return 0; }
 
   bool fused = true;  // PyTorch's fused=: one kernel per parameter where the tensors allow it
 
@@ -76,6 +79,7 @@ class SGD : public Optimizer {
   void step() override;
   OptimizerState state_dict() const override;
   void load_state_dict(const OptimizerState& state) override;
+  int64_t state_bytes() const override;  // a momentum buffer when momentum != 0
   double momentum, dampening, weight_decay;
   bool nesterov;
 
@@ -91,6 +95,7 @@ class Adam : public Optimizer {
   void step() override;
   OptimizerState state_dict() const override;
   void load_state_dict(const OptimizerState& state) override;
+  int64_t state_bytes() const override;  // exp_avg and exp_avg_sq
   std::pair<double, double> betas;
   double eps, weight_decay;
 

@@ -16,7 +16,8 @@ ConsoleLog::ConsoleLog(std::FILE* out) : out_(out) { GRAFT_CHECK(out != nullptr,
 void ConsoleLog::on_before_backward(TrainerState& s) {
   if (!s.budget || s.budget->replans() <= plans_printed_) return;
   plans_printed_ = s.budget->replans();
-  predicted_peak_ = std::max(predicted_peak_, s.budget->plan().predicted_peak_bytes);
+  const nn::CheckpointPlan& plan = s.budget->plan();
+  predicted_peak_ = std::max(predicted_peak_, plan.predicted_peak_bytes + plan.budget_bytes - plan.step_budget_bytes);
   std::fprintf(out_, "%s", s.budget->plan().table().c_str());
 }
 
@@ -36,8 +37,7 @@ void ConsoleLog::on_train_end(TrainerState& s) {
                mib(s.peak_cpu_bytes), mib(s.peak_cpu_bytes - s.base_cpu_bytes));
   if (s.budget)
     std::fprintf(out_,
-                 " (the plans predicted at most %.1f MiB of activations; the budget bounds those, not the "
-                 "parameter gradients, optimizer state or the loss)",
+                 " (the plans predicted at most %.1f MiB: the step, the optimizer's state and the input batch)",
                  mib(predicted_peak_));
   if (s.device.is_cuda()) std::fprintf(out_, ", %.1f MiB on %s", mib(s.peak_device_bytes), s.device.str().c_str());
   std::fprintf(out_, "\n");

@@ -41,6 +41,10 @@ Trainer::Trainer(models::Model model, data::DataLoader& loader, Recipe recipe, T
     nn::BudgetOptions bo;
     if (recipe_.compress_auto) bo.codecs = {autograd::SavedCodec::kBf16, autograd::SavedCodec::kInt8};
     else if (recipe_.compress != autograd::SavedCodec::kNone) bo.codecs = {recipe_.compress};
+    // The whole step within the budget: the optimizer's state (made by the first step, held by
+    // every later one) and the prepared batch are planned around.
+    bo.outside_bytes = optimizer_->state_bytes();
+    bo.input_in_budget = true;
     budget_ = std::make_shared<nn::AutoCheckpoint>(model_.stages, recipe_.memory_budget->bytes, bo);
   }
   const int64_t per_epoch = loader_.num_batches(), planned = recipe_.epochs * per_epoch;

@@ -211,3 +211,31 @@ TEST_CASE("planning itself stays about within the budget (invariant 4): it never
     CHECK(r.activation_peak <= budget);
   }
 }
+
+TEST_CASE("a budget's outside bytes (the optimizer's state, the input) leave the step less, and the error counts them") {
+  auto model = uneven_chain();
+  Tensor x = batch();
+  CheckpointPlan probe = plan_checkpoint(*model, x, 1 << 30, preallocated());
+  const int64_t budget = probe.plain_peak_bytes;  // keeps everything when nothing is outside
+  BudgetOptions o = preallocated();
+  o.outside_bytes = probe.plain_peak_bytes / 4;
+  o.input_in_budget = true;
+  CheckpointPlan p = plan_checkpoint(*model, x, budget, o);
+  CHECK(p.step_budget_bytes == budget - o.outside_bytes - static_cast<int64_t>(x.nbytes()));
+  CHECK(p.predicted_peak_bytes <= p.step_budget_bytes);
+  CHECK(count(p, autograd::CheckpointPolicy::MustRecompute) > 0);
+  CHECK(p.table().find("held outside it") != std::string::npos);
+  // The minimum the error names is one a user can pass back: the step's plus what is outside.
+  try {
+    plan_checkpoint(*model, x, o.outside_bytes + 1, o);
+    FAIL("expected no plan");
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    CHECK(msg.find("held outside the step") != std::string::npos);
+    const auto at = msg.find("the minimum any plan reaches is ");
+    REQUIRE(at != std::string::npos);
+    const auto open = msg.find('(', at);
+    const int64_t minimum = std::stoll(msg.substr(open + 1));
+    CHECK(plan_checkpoint(*model, x, minimum + minimum / 50, o).predicted_peak_bytes >= 0);
+  }
+}

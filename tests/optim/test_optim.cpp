@@ -459,3 +459,23 @@ TEST_CASE("load_state_dict refuses another optimizer's state, a wrong parameter 
   CHECK_THROWS_WITH(again.load_state_dict(broken), Catch::Contains("has some state but no 'state.0.exp_avg_sq'"));
   CHECK(again.lr() == 0.5);  // a refused load changes nothing
 }
+
+TEST_CASE("state_bytes is what a stepped optimizer's state holds: float32 buffers per parameter element") {
+  Tensor w = ops::ones({3, 4}).requires_grad_(), b = ops::ones({5}).requires_grad_();
+  auto stepped_bytes = [&](optim::Optimizer& o) {
+    w.mutable_grad() = ops::ones({3, 4});
+    b.mutable_grad() = ops::ones({5});
+    o.step();
+    int64_t n = 0;
+    for (const auto& [key, t] : o.state_dict().tensors) n += static_cast<int64_t>(t.nbytes());
+    return n;
+  };
+  optim::Adam adam({w, b});
+  CHECK(adam.state_bytes() == 2 * 17 * 4);
+  CHECK(stepped_bytes(adam) == adam.state_bytes());
+  optim::SGD plain({w, b}, 0.1);
+  CHECK(plain.state_bytes() == 0);
+  optim::SGD momentum({w, b}, 0.1, 0.9);
+  CHECK(momentum.state_bytes() == 17 * 4);
+  CHECK(stepped_bytes(momentum) == momentum.state_bytes());
+}

@@ -289,14 +289,15 @@ std::vector<LayerProfile> measure(Sequential& model, const Tensor& input, const 
     Tensor x = input;
     for (size_t i = 0; i < n; ++i) {
       current = i;
+      const size_t first_save = saved.size();
       in_st[i] = key(x);
       L[i].input_bytes = storage_bytes(x);
       Tensor y = (*model[i])(x);
       out_st[i] = key(y);
       L[i].output_bytes = storage_bytes(y);
-      // Classified now, while both boundaries are alive (a freed storage cannot be compared).
-      for (Saved& s : saved) {
-        if (s.layer != i) continue;
+      // This layer's saves, classified now, while both boundaries are alive.
+      for (size_t k = first_save; k < saved.size(); ++k) {
+        Saved& s = saved[k];
         if (params.count(s.storage)) s.bytes = -1;
         else if (same(s.storage, in_st[i])) L[i].saves_input = true, s.bytes = -1;
         else if (same(s.storage, out_st[i])) L[i].saves_output = true, s.bytes = -1;

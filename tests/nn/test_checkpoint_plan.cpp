@@ -32,6 +32,17 @@ std::shared_ptr<Sequential> uneven_chain() {
   return m;
 }
 
+// `pairs` of Linear(width, width) + Tanh.
+std::shared_ptr<Sequential> tanh_chain(uint64_t seed, int pairs, int64_t width) {
+  manual_seed(seed);
+  auto m = std::make_shared<Sequential>();
+  for (int i = 0; i < pairs; ++i) {
+    m->emplace_back<Linear>(width, width);
+    m->emplace_back<Tanh>();
+  }
+  return m;
+}
+
 Tensor batch(int64_t n = 64) {
   manual_seed(5);
   return randn({n, 32});
@@ -87,12 +98,7 @@ TEST_CASE("plan_checkpoint: every decision mix gives gradients bit-identical to 
 }
 
 TEST_CASE("plan_checkpoint: nested segments appear at small budgets and still match plain") {
-  manual_seed(12);
-  auto model = std::make_shared<Sequential>();
-  for (int i = 0; i < 24; ++i) {
-    model->emplace_back<Linear>(48, 48);
-    model->emplace_back<Tanh>();
-  }
+  auto model = tanh_chain(12, 24, 48);
   manual_seed(5);
   Tensor x = randn({64, 48});
   StepResult plain = step(*model, x, [&](const Tensor& in) { return (*model)(in); });
@@ -180,12 +186,7 @@ TEST_CASE("planning leaves the random stream as it was (dropout draws the same n
 TEST_CASE("planning itself stays about within the budget (invariant 4): it never holds the whole forward") {
   // A deep chain where one layer's tensors are a small share of the whole: measuring by running the
   // plain forward and backward would peak at the plain step's peak, three times this budget.
-  manual_seed(3);
-  auto model = std::make_shared<Sequential>();
-  for (int i = 0; i < 24; ++i) {
-    model->emplace_back<Linear>(64, 64);
-    model->emplace_back<Tanh>();
-  }
+  auto model = tanh_chain(3, 24, 64);
   Tensor x = randn({2048, 64});
   StepResult plain = step(*model, x, [&](const Tensor& in) { return (*model)(in); });
   const int64_t budget = plain.activation_peak / 3;

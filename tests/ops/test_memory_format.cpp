@@ -311,6 +311,21 @@ TEST_CASE("the convolution's reordered weights are cached until the weights chan
   Tensor y4 = ops::conv2d(x, w, {}, {1, 1}, {1, 1});
   CHECK(values(y4.select(1, 0).abs().sum())[0] == 0.0);
   check_close(y4.slice(1, 1, 32), y3.slice(1, 1, 32), Tolerance::within(1e-5));
+  // The copy of the old version is dropped with the new one made: an optimizer's steps leave one
+  // copy per weight and layout, not one per step until the cache is full.
+  if (s1.misses > 0) {
+    CHECK(kernels::conv_weight_cache_stats().entries == 1);
+    const auto s4 = kernels::conv_weight_cache_stats();
+    for (int i = 0; i < 5; ++i) {
+      {
+        NoGradGuard g;
+        w.add_(1e-3);
+      }
+      (void)ops::conv2d(x, w, {}, {1, 1}, {1, 1});
+    }
+    CHECK(kernels::conv_weight_cache_stats().entries == 1);
+    CHECK(kernels::conv_weight_cache_stats().misses == s4.misses + 5);
+  }
   // A fresh weight tensor never matches the old entry, even at a recycled address.
   for (int i = 0; i < 3; ++i) {
     Tensor wi = randn({32, 16, 3, 3});

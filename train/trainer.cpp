@@ -123,16 +123,22 @@ void Trainer::run_epoch(int64_t epoch, bool continuing) {
   while (!s.stop) {
     auto batch = loader_.next();
     if (!batch) break;
-    run_step(*batch, start);
+    run_step(std::move(*batch), start);
   }
   if (!s.interrupted) finish_epoch(start);
 }
 
-void Trainer::run_step(const data::Batch& batch, Clock::time_point epoch_start) {
+void Trainer::run_step(data::Batch batch, Clock::time_point epoch_start) {
   TrainerState& s = state_;
   Tensor x = s.prepare_inputs(batch.images), y = batch.labels.to(s.device);
   s.batch_samples = batch.labels.size(0);
+  // The loader's copy is not needed once prepared: the step holds one input batch, as the memory
+  // budget counts it (BudgetOptions::input_in_budget).
+  batch.images = Tensor();
   notify(&TrainerCallback::on_step_begin);
+  // Before the forward, not after it: freed gradients (set_to_none) are then not held through the
+  // forward, and the memory plan's step has no gradients until its backward makes them.
+  optimizer_->zero_grad(set_grads_to_none_);
   {
     std::optional<autograd::SaveOnCpu> keep_on_cpu;
     if (recipe_.save_on_cpu) keep_on_cpu.emplace(s.device.is_cuda());
@@ -147,7 +153,6 @@ void Trainer::run_step(const data::Batch& batch, Clock::time_point epoch_start) 
     s.loss = s.loss_fn((*s.forward)(x), y);
   }
   notify(&TrainerCallback::on_before_backward);
-  optimizer_->zero_grad(set_grads_to_none_);
   if (scaler_) scaler_->scale(s.loss).backward();
   else s.loss.backward();
   if (recipe_.grad_clip > 0) {  // the true gradients' norm: unscaled first under a loss scaler

@@ -70,7 +70,7 @@ class Trainer {
   using Hook = void (TrainerCallback::*)(TrainerState&);
   void notify(Hook hook);
   void run_epoch(int64_t epoch, bool continuing);
-  void run_step(const data::Batch& batch, Clock::time_point epoch_start);
+  void run_step(data::Batch batch, Clock::time_point epoch_start);
   void finish_epoch(Clock::time_point epoch_start);
 
   Recipe recipe_;

@@ -196,15 +196,61 @@ void measure_codecs(Module& layer, const Tensor& boundary, bool input_requires_g
   }
 }
 
-// Each accepted codec on each layer, walking the model's boundaries one at a time (no grad between
-// layers: only the current boundary is held).
-void measure_codecs(Sequential& model, const Tensor& input, const std::vector<autograd::SavedCodec>& codecs,
-                    std::vector<LayerProfile>& L) {
+// Each layer's backward peak (when `backward`) and its figures under each codec (when any), for the
+// batch `input`, walking the model's boundaries one at a time: no grad between layers, so only the
+// current boundary is held, and each layer's graph is freed before the next one runs.
+void measure_rows(Sequential& model, const Tensor& input, const std::vector<autograd::SavedCodec>& codecs,
+                  bool backward, std::vector<LayerProfile>& L) {
   Tensor x = input;
   for (size_t i = 0; i < L.size(); ++i) {
-    measure_codecs(*model[i], x, i > 0, codecs, L[i]);
+    if (backward) {
+      autograd::EnableGradGuard eg;
+      Tensor in = i == 0 ? x : x.detach().requires_grad_(true);
+      Tensor y = (*model[i])(in);
+      L[i].backward_bytes = measure_backward(*model[i], std::move(y), in, input.device());
+    }
+    if (!codecs.empty()) measure_codecs(*model[i], x, i > 0, codecs, L[i]);
     autograd::NoGradGuard ng;
     x = (*model[i])(x);
+  }
+}
+
+// measure_rows for the whole batch, on the batch itself (chunk = 0) or, where measuring the whole
+// batch would not fit the budget, on its first `chunk` and `2 chunk` rows, extrapolated along the
+// line through the two. Every figure measured here is affine in the rows: activations, packings,
+// their codes and kernel temporaries grow with the batch, parameters' gradients and per-channel
+// scales do not. Two points fix an affine figure exactly, up to the allocator's rounding of each
+// block. A throwaway pass on `chunk` rows comes first, so caches that fill once (oneDNN's weight
+// reorders) fill there and not in one of the two measured passes, which would bend the line.
+void measure_scaled(Sequential& model, const Tensor& input, const std::vector<autograd::SavedCodec>& codecs,
+                    bool backward, int64_t chunk, std::vector<LayerProfile>& L) {
+  if (chunk <= 0) {
+    measure_rows(model, input, codecs, backward, L);
+    return;
+  }
+  auto run = [&](int64_t rows) {
+    std::vector<LayerProfile> P(L.size());
+    measure_rows(model, input.narrow(0, 0, rows), codecs, backward, P);
+    return P;
+  };
+  run(chunk);
+  const std::vector<LayerProfile> a = run(chunk), b = run(2 * chunk);
+  const double f = static_cast<double>(input.size(0) - chunk) / static_cast<double>(chunk);
+  auto line = [f](int64_t at1, int64_t at2) -> int64_t {
+    if (at1 < 0 || at2 < 0) return -1;  // not measured (invariant 3's -1)
+    return std::max<int64_t>(0, std::llround(static_cast<double>(at1) + static_cast<double>(at2 - at1) * f));
+  };
+  for (size_t i = 0; i < L.size(); ++i) {
+    if (backward) L[i].backward_bytes = line(a[i].backward_bytes, b[i].backward_bytes);
+    for (size_t c = 0; c < b[i].codecs.size(); ++c) {
+      LayerProfile::Codec m = b[i].codecs[c];
+      const LayerProfile::Codec& m1 = a[i].codecs[c];
+      m.held_bytes = line(m1.held_bytes, m.held_bytes);
+      m.input_bytes = std::min(line(m1.input_bytes, m.input_bytes), m.held_bytes);
+      m.backward_bytes = line(m1.backward_bytes, m.backward_bytes);
+      m.seconds = std::max(0.0, m1.seconds + (m.seconds - m1.seconds) * f);
+      L[i].codecs.push_back(std::move(m));
+    }
   }
 }
 
@@ -312,8 +358,8 @@ std::vector<LayerProfile> measure(Sequential& model, const Tensor& input, const 
       L[s.layer].own_bytes += s.bytes;
   // Forward times: the faster of two timed passes after the measured one (warm caches). Each layer
   // runs on a detached copy of its input boundary (requiring grad as in training), and its graph is
-  // dropped before the next one runs.
-  // The first pass also measures each layer's backward (measure_backward).
+  // dropped before the next one runs. Backward peaks come later (measure_scaled), once the plan
+  // knows whether the whole batch can be measured within the budget.
   for (int rep = 0; rep < 2; ++rep) {
     autograd::EnableGradGuard eg;
     Tensor x = input;
@@ -324,7 +370,6 @@ std::vector<LayerProfile> measure(Sequential& model, const Tensor& input, const 
       double t = seconds_since(t0);
       L[i].forward_seconds = rep == 0 ? t : std::min(L[i].forward_seconds, t);
       x = y.detach();
-      if (rep == 0) L[i].backward_bytes = measure_backward(*model[i], std::move(y), in, input.device());
       if (rep == 0 && !o.gradients_preallocated)
         for (const Tensor& p : model[i]->parameters())
           if (p.requires_grad()) L[i].param_grad_bytes += static_cast<int64_t>(p.nbytes());
@@ -443,6 +488,17 @@ CheckpointPlan plan_checkpoint(Sequential& model, const Tensor& example_input, i
   try {
     const Tensor input = example_input.detach();
     L = measure(model, input, measured);
+    // Measuring a layer's backward holds its boundaries, the gradient handed to it and its own
+    // work: about twice what keeping everything holds at that layer. Where that would break the
+    // budget, the backward figures come from chunks of the batch (measure_scaled), small enough
+    // that the larger one needs at most half the budget by the same estimate.
+    const int64_t rows = input.dim() > 0 ? input.size(0) : 1;
+    const int64_t plain_estimate = evaluate_plan(L, sequential_plan(static_cast<int>(L.size()), 1)).peak_bytes;
+    int64_t chunk = 0;
+    if (rows >= 4 && 2 * plain_estimate > step_budget)
+      chunk = std::clamp<int64_t>(rows * std::max<int64_t>(step_budget, 0) / (4 * std::max<int64_t>(plain_estimate, 1)),
+                                  1, rows / 4);
+    measure_scaled(model, input, {}, /*backward=*/true, chunk, L);
     if (!options.codecs.empty()) {
       // The check runs whole forwards and backwards: in as many chunks of the batch as keeping
       // everything needs budgets, so that it too stays about within the budget. What the budget
@@ -459,7 +515,7 @@ CheckpointPlan plan_checkpoint(Sequential& model, const Tensor& example_input, i
       for (const CodecCheck& c : checks)
         if (c.accepted) measured.codecs.push_back(c.codec);
       gen.set_state(rng);
-      if (!measured.codecs.empty()) measure_codecs(model, input, measured.codecs, L);
+      if (!measured.codecs.empty()) measure_scaled(model, input, measured.codecs, /*backward=*/false, chunk, L);
     }
   } catch (...) {
     gen.set_state(rng);
@@ -545,6 +601,7 @@ Tensor AutoCheckpoint::forward(const Tensor& input) {
   auto it = plans_.find(input.sizes());
   if (it == plans_.end()) {
     it = plans_.emplace(input.sizes(), plan_checkpoint(*model_, input, budget_, options_)).first;
+
     ++replans_;
   }
   current_ = &it->second;

@@ -785,6 +785,93 @@ std::vector<Figure> bench_deep_mlp_disk(int repeat, Device device) {
   return out;
 }
 
+// graft train's step on its CNN and ViT (batch 128 of randn images, random labels): forward,
+// cross-entropy, backward, the optimizer's step, gradients set to none before the forward, as the
+// Trainer runs it. Plain, then under an AutoCheckpoint at the share of plain's peak (CNN
+// 50%, ViT 30%) with the optimizer's state and the batch inside the budget and bf16/int8 as
+// candidate codecs, as `graft train --memory-budget SIZE --compress auto`. Peaks are the whole
+// step's, above what was allocated before the first step (the model), over every step, the first
+// (which plans) included. A share no plan reaches reports the minimum instead, and the
+// smallest budget a plan reaches (the minimum plus 1%) is run in its place.
+std::vector<Figure> bench_train_budget(int repeat, Device device) {
+  std::vector<Figure> out;
+  for (auto [kind, name, pct] : {std::tuple{models::Kind::Cnn, "cnn", 50}, std::tuple{models::Kind::Vit, "vit", 30}}) {
+    manual_seed(0);
+    models::Model m = models::make_model(kind);
+    models::place_on(*m.module, device);
+    std::unique_ptr<optim::Optimizer> opt;
+    if (kind == models::Kind::Vit) opt = std::make_unique<optim::AdamW>(m.module->parameters(), 2e-3, std::pair{0.9, 0.999}, 1e-8, 0.05);
+    else opt = std::make_unique<optim::Adam>(m.module->parameters(), 1e-3);
+    auto on = TensorOptions{}.device(device);
+    Tensor x = randn({128, 1, 28, 28}, on), y = randint(0, 10, {128}, on);
+    const int64_t base = memory_stats(device).allocated_bytes;  // the model (and x, y: held outside either way)
+    // Steps of `forward`: each step's time, and the largest peak of any of them above `base`.
+    auto run = [&](const std::function<Tensor(const Tensor&)>& forward, int steps, std::vector<double>& ms) {
+      int64_t peak = 0;
+      for (int i = 0; i < steps; ++i) {
+        sync(device);
+        reset_peak_memory_stats(device);
+        const double t0 = now_ms();
+        opt->zero_grad(true);
+        Tensor loss = cross_entropy(forward(x), y);
+        loss.backward();
+        opt->step();
+        sync(device);
+        ms.push_back(now_ms() - t0);
+        peak = std::max(peak, memory_stats(device).peak_allocated_bytes - base);
+      }
+      return static_cast<double>(peak) / (1 << 20);
+    };
+    const std::string n = std::string(name) + "_budget";
+    std::vector<double> plain_ms;
+    const double plain_peak = run([&](const Tensor& in) { return (*m.module)(in); }, repeat + 2, plain_ms);
+    plain_ms.erase(plain_ms.begin(), plain_ms.begin() + 2);
+    const Figure plain = summarize(n + "_plain_step_ms", "ms", plain_ms);
+    out.push_back(summarize(n + "_plain_peak_mib", "MiB", {plain_peak}));
+    out.push_back(plain);
+    nn::BudgetOptions bo;
+    bo.codecs = {autograd::SavedCodec::kBf16, autograd::SavedCodec::kInt8};
+    bo.outside_bytes = opt->state_bytes();
+    bo.input_in_budget = true;
+    int64_t budget = static_cast<int64_t>(plain_peak * (1 << 20) * pct / 100);
+    std::string row = n + "_" + std::to_string(pct);
+    out.push_back(summarize(row + "_budget_mib", "MiB", {static_cast<double>(budget) / (1 << 20)}));
+    try {
+      (void)nn::plan_checkpoint(*m.stages, x, budget, bo);
+    } catch (const Error& e) {
+      // No plan reaches the share: the minimum the planner names, and the run at just above it.
+      const std::string msg = e.what();
+      const auto at = msg.find("the minimum any plan reaches is ");
+      if (at == std::string::npos) throw;
+      const int64_t minimum = std::stoll(msg.substr(msg.find('(', at) + 1));
+      out.push_back(summarize(row + "_minimum_mib", "MiB", {static_cast<double>(minimum) / (1 << 20)}));
+      out.push_back(summarize(row + "_minimum_vs_plain", "x", {static_cast<double>(minimum) / (1 << 20) / plain_peak}));
+      budget = minimum + minimum / 100;
+      row = n + "_min";
+      out.push_back(summarize(row + "_budget_mib", "MiB", {static_cast<double>(budget) / (1 << 20)}));
+    }
+    auto ac = std::make_shared<nn::AutoCheckpoint>(m.stages, budget, bo);
+    std::vector<double> ms;
+    const double peak = run([&](const Tensor& in) { return (*ac)(in); }, repeat + 2, ms);
+    ms.erase(ms.begin(), ms.begin() + 2);  // the first plans
+    const nn::CheckpointPlan& plan = ac->plan();
+    const Figure step = summarize(row + "_step_ms", "ms", ms);
+    out.push_back(summarize(row + "_peak_mib", "MiB", {peak}));
+    out.push_back(summarize(row + "_predicted_peak_mib", "MiB",
+                            {static_cast<double>(plan.predicted_peak_bytes + plan.budget_bytes - plan.step_budget_bytes) / (1 << 20)}));
+    out.push_back(step);
+    out.push_back(summarize(row + "_vs_plain", "x", {step.median / plain.median}));
+    int compressed = 0, recomputed = 0;
+    for (size_t i = 0; i < plan.codec.size(); ++i) {
+      compressed += plan.codec[i].empty() ? 0 : 1;
+      recomputed += plan.decisions[i] == autograd::CheckpointPolicy::MustRecompute ? 1 : 0;
+    }
+    out.push_back(summarize(row + "_compressed_layers", "layers", {static_cast<double>(compressed)}));
+    out.push_back(summarize(row + "_recomputed_layers", "layers", {static_cast<double>(recomputed)}));
+  }
+  return out;
+}
+
 // The memory timeline of the deep MLP: one step plain, with checkpoint_sequential(8) (the usual
 // hand-picked mode), under the 25% budget plan, and with every activation on disk.
 std::vector<graft::train::TimelineSeries> timeline_deep_mlp(Device device) {
@@ -825,6 +912,7 @@ const std::vector<Workload>& workloads() {
       {"deep_mlp", bench_deep_mlp, 3},       {"alloc_churn", bench_alloc_churn, 5, kOnCuda},
       {"deep_mlp_budget", bench_deep_mlp_budget, 3, kOnBoth, timeline_deep_mlp},
       {"deep_mlp_disk", bench_deep_mlp_disk, 3, kOnCpu, timeline_deep_mlp},
+      {"train_budget", bench_train_budget, 5},
       {"train_epoch", bench_train_epoch, 3},
       {"train_epoch_trainer", bench_train_epoch_trainer, 3},
 #if GRAFT_HAVE_DIST

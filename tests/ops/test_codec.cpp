@@ -85,6 +85,11 @@ TEST_CASE("sign masks round-trip every dtype, layout and a numel that is not a m
   CHECK(floats(ops::_unpack_sign_bits(ops::_pack_sign_bits(i), {3}, kInt64)) == std::vector<float>{0, 0, 1});
   CHECK(ops::_pack_sign_bits(ops::empty({0, 4})).numel() == 0);
   CHECK(ops::_unpack_sign_bits(ops::_pack_sign_bits(ops::empty({0, 4})), {0, 4}, kFloat32).sizes() == Shape{0, 4});
+  // Large enough to split across threads (whole bytes per chunk, a partial last byte after them).
+  for (DType dt : {kFloat32, kBFloat16}) {
+    Tensor big = randn({300001}).to(dt);
+    CHECK(floats(ops::_unpack_sign_bits(ops::_pack_sign_bits(big), big.sizes(), dt)) == floats(gt(big, 0).to(kFloat32)));
+  }
 }
 
 TEST_CASE("_quantize_int8 matches the reference formula per channel, for a middle and a last dim") {

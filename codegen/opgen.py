@@ -738,7 +738,7 @@ def gen_registration(ops: list[Op], types: Types, device: str) -> str:
         else:
             run = f"[&](kernels::TensorIterator& it) {{ launch_{op.stem}(r, geometry_of(it), {{{sargs}}}, current_stream()); }}"
         if op.inplace:
-            out.append(f"  return kernels::elementwise_inplace({cpp_str(op.name)}, {op.args[0].name}, r, {{{inputs}}}, {run});")
+            out.append(f"  return kernels::elementwise_op_<math::{op.elementwise}>({cpp_str(op.name)}, {op.args[0].name}, r, {{{inputs}}}, {run});")
         else:
             out.append(f"  return kernels::elementwise_op<math::{op.elementwise}>({cpp_str(op.name)}, r, {{{inputs}}}, {run});")
         out.append("}")

@@ -85,10 +85,36 @@ Tensor elementwise_inplace(const char* op, const Tensor& self, DType r, std::ini
   device_copy(self, it.output());
   return self;
 }
+// The same for functor F: each input is read as F takes it, as elementwise_op reads them (r for
+// its T arguments, an argument's own dtype otherwise), so a bool mask argument (_keep_where_'s) is
+// read as bool rather than converted to r in a copy the size of self.
 template <template <class> class F, class Run>
 Tensor elementwise_op_(const char* op, const Tensor& self, DType r, std::initializer_list<Tensor> inputs,
                        const Run& run) {
-  return elementwise_inplace(op, self, r, inputs, run);
+  check_inplace_cast(op, r, self);
+  auto add_inputs = [&](TensorIterator& it) {
+    visit_functor_dtype<F>(r, op, [&]<class T>() {
+      using M = math::opmath_t<T>;
+      elementwise_detail::add_inputs<M>(it, r, inputs, typename math::Call<F, M>::Inputs{});
+    });
+  };
+  if (r == self.dtype()) {
+    TensorIterator it(op);
+    it.add_output(self);
+    add_inputs(it);
+    it.build();
+    run(it);
+    return self;
+  }
+  check_no_internal_overlap(op, self);
+  TensorIterator it(op);
+  add_inputs(it);
+  it.build(r);
+  GRAFT_CHECK(it.output().sizes() == self.sizes(), op, ": output with shape ", shape_str(self.sizes()),
+              " doesn't match the broadcast shape ", shape_str(it.output().sizes()));
+  run(it);
+  device_copy(self, it.output());
+  return self;
 }
 
 }  // namespace graft::kernels

@@ -243,7 +243,8 @@ Tensor decode(const Encoded& e) {
     }
     case Form::kBf16: return ops::_to_copy(e.a, e.dtype, e.a.device());
     case Form::kMask: {
-      Tensor r = ops::_unpack_sign_bits(e.a, e.sizes, e.dtype);
+      // As bool: the sign-only slots' rules take one (SavedVariable), a quarter of a float mask.
+      Tensor r = ops::_unpack_sign_bits(e.a, e.sizes, kBool);
       return e.inverse.empty() ? r : ops::permute(r, e.inverse);
     }
     case Form::kInt8: {

@@ -3,7 +3,9 @@
 //
 // Inside the scope, each tensor an op saves for backward is packed by what its rule tolerates
 // (SaveTolerance, declared per op with `compress:` in codegen/ops/*.yaml):
-// - kSignOnly (relu's result, dropout's mask): a 1-bit mask, unpacked as 1/0 in the saved dtype.
+// - kSignOnly (relu's result, dropout's mask): a 1-bit mask, unpacked as a bool mask (a quarter
+//   of the float32 bytes), which the engine accepts for a sign-only slot (SavedVariable) and
+//   relu's and dropout's rules read as such (relu's in place through _keep_where_).
 //   The rule reads only `x <= 0`, so the gradient is bit-identical to the uncompressed one.
 // - kLossy (a linear's or convolution's input, gelu's and tanh's, layer norm's input, attention's
 //   q, k, v): the options' codec, bf16 (round to nearest even) or int8 (a scale per channel,

@@ -192,13 +192,17 @@ variable_list conv2d_backward_rule(const Tensor& grad, const Tensor& x, const Te
 // by nothing but this rule: overwriting it is invisible, and the same functor gives the same bits.
 // The engine's own buffer accumulation (add_to_buffer) relies on the same ownership test.
 Tensor relu_grad(const Tensor& grad, const Tensor& result) {
+  // `result` is relu's output, or the bool mask (result > 0) a compressed save decodes to.
+  const bool mask = result.dtype() == kBool;
   // Dense in the result's layout (contiguous, or channels-last as a CNN's are): the in-place
   // result then has the layout the out-of-place op would give.
   const bool owned = grad.impl_ptr().use_count() == 1 && grad.impl()->storage().use_count() == 1 &&
-                     get_meta(grad) == nullptr && grad.dtype() == result.dtype() && grad.sizes() == result.sizes() &&
-                     grad.strides() == result.strides() && is_non_overlapping_and_dense(grad.sizes(), grad.strides());
+                     get_meta(grad) == nullptr && (mask || grad.dtype() == result.dtype()) &&
+                     grad.sizes() == result.sizes() && grad.strides() == result.strides() &&
+                     is_non_overlapping_and_dense(grad.sizes(), grad.strides());
+  Tensor g = grad;  // a second reference to the same tensor, which the in-place ops write and return
+  if (mask) return owned ? ops::_keep_where_(g, result) : ops::where(result, grad, ops::zeros({}, grad.dtype(), grad.device()));
   if (!owned) return ops::threshold_backward(grad, result, 0);
-  Tensor g = grad;  // a second reference to the same tensor, which the op writes and returns
   return ops::threshold_backward_(g, result, 0);
 }
 

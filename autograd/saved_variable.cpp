@@ -89,6 +89,7 @@ SavedVariable::SavedVariable(const Tensor& t, bool is_output, const Node* node, 
               " saves ", describe(t), ", created under InferenceMode)");
   was_defined_ = true;
   is_output_ = is_output;
+  sign_only_ = tolerance == SaveTolerance::kSignOnly;
   meta_ = TensorMeta::of(t);
   saved_version_ = t.version();
   AutogradMeta* m = get_meta(t);
@@ -131,9 +132,11 @@ Tensor SavedVariable::unpack(const std::shared_ptr<Node>& node) const {
     }
     Tensor r = ahead.valid() ? ahead.get() : (*unpack_hook_)(packed_);
     GRAFT_CHECK(r.defined(), "saved tensors unpack hook: the unpack hook returned an undefined tensor");
-    GRAFT_CHECK(!check_metadata_ || meta_.matches(r),
+    const bool bool_mask = sign_only_ && r.dtype() == kBool && r.sizes() == meta_.shape && r.device() == meta_.device;
+    GRAFT_CHECK(!check_metadata_ || meta_.matches(r) || bool_mask,
                 "saved tensors unpack hook: the unpack hook must return a tensor with the same shape, dtype and "
-                "device as the saved one: expected ",
+                "device as the saved one",
+                sign_only_ ? " (or, for this sign-only save, a bool mask of its shape and device)" : "", ": expected ",
                 meta_.str(), ", got ", describe(r));
     if (!is_recording_enabled()) return r;
     // The hook's result is data; the history is the one the tensor had when it was saved.

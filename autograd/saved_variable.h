@@ -137,6 +137,10 @@ class SavedVariable {
   bool requires_grad_ = false;
   bool released_ = false;
   bool check_metadata_ = true;
+  // Saved for SaveTolerance::kSignOnly: an unpack hook may hand back a bool mask of the same shape
+  // and device in place of the saved dtype (CompressSaved decodes its 1-bit masks so, a quarter of
+  // a float mask's bytes). The rules reading such slots (relu's, dropout's) accept one.
+  bool sign_only_ = false;
   bool prefetchable_ = false;
   std::string hook_kind_;  // empty without hooks
   // A started prefetch, claimed by the next unpack(); guarded by one process-wide mutex, taken only

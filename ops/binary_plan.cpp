@@ -99,9 +99,18 @@ DType where_dtype(const char* op, const Tensor& cond, const Tensor& a, const Ten
 DType masked_scale_dtype(const char* op, const Tensor& x, const Tensor& keep, Scalar) {
   check_defined(x, op, "self");
   check_defined(keep, op, "keep");
-  GRAFT_CHECK(is_floating(x.dtype()) && keep.dtype() == x.dtype(), op,
-              ": expected a floating self and a keep mask of the same dtype, got self ", describe(x), " and keep ",
-              describe(keep));
+  // keep may also be bool: the mask a sign-only save decodes to (autograd/compress_saved.h).
+  GRAFT_CHECK(is_floating(x.dtype()) && (keep.dtype() == x.dtype() || keep.dtype() == kBool), op,
+              ": expected a floating self and a keep mask of the same dtype (or bool), got self ", describe(x),
+              " and keep ", describe(keep));
+  return x.dtype();
+}
+
+DType keep_where_dtype(const char* op, const Tensor& x, const Tensor& keep) {
+  check_defined(x, op, "self");
+  check_defined(keep, op, "keep");
+  GRAFT_CHECK(is_floating(x.dtype()) && keep.dtype() == kBool, op,
+              ": expected a floating self and a bool keep mask, got self ", describe(x), " and keep ", describe(keep));
   return x.dtype();
 }
 

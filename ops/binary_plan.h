@@ -38,6 +38,7 @@ DType compare_scalar_dtype(const char* op, const Tensor& a, Scalar b);
 DType where_dtype(const char* op, const Tensor& cond, const Tensor& a, const Tensor& b);
 DType masked_scale_dtype(const char* op, const Tensor& x, const Tensor& keep, Scalar scale);  // _masked_scale
 DType masked_fill_dtype(const char* op, const Tensor& x, const Tensor& mask, Scalar value);
+DType keep_where_dtype(const char* op, const Tensor& x, const Tensor& keep);  // _keep_where_
 DType clamp_dtype(const char* op, const Tensor& x, const std::optional<Scalar>& lo, const std::optional<Scalar>& hi);
 DType addcmul_dtype(const char* op, const Tensor& self, const Tensor& a, const Tensor& b, Scalar value);
 DType addcdiv_dtype(const char* op, const Tensor& self, const Tensor& a, const Tensor& b, Scalar value);

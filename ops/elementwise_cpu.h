@@ -98,6 +98,9 @@ template <> struct CpuFastPath<math::Relu> {  // 16-bit: a selection on the raw 
 template <> struct CpuFastPath<math::ThresholdBackward> {  // 16-bit, threshold 0: likewise
   static Tensor run(const Tensor& grad, const Tensor& self, Scalar threshold);
 };
+template <> struct CpuFastPath<math::KeepWhere> {  // in place, self and keep in one layout: a bit mask
+  static Tensor run(const Tensor& self, const Tensor& keep);
+};
 template <> struct CpuFastPath<math::GeluBackward> {
   static Tensor run(const Tensor& grad, const Tensor& self, GeluApproximate approximate);
 };

@@ -245,4 +245,34 @@ Tensor CpuFastPath<math::ThresholdBackward>::run(const Tensor& grad, const Tenso
   return y;
 }
 
+// _keep_where_(self, keep): self &= keep ? all ones : 0, on the raw bits. The select the functor
+// writes compiles to a branch on a random mask (and is not vectorised: a 1-byte input next to a
+// 4-byte output), about 2 ns an element; as an integer AND it is a vector op. Bit-identical to the
+// functor: kept elements keep their bits (NaN included), dropped ones become +0.
+namespace {
+template <class U>
+void keep_bits(U* g, const uint8_t* keep, int64_t n) {
+  parallel_for(0, n, kGrainSize, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) g[i] &= static_cast<U>(U{0} - static_cast<U>(keep[i] != 0));
+  });
+}
+}  // namespace
+
+Tensor CpuFastPath<math::KeepWhere>::run(const Tensor& self, const Tensor& keep) {
+  if (!self.defined() || !keep.defined() || keep.dtype() != kBool || !is_floating(self.dtype()) ||
+      self.sizes() != keep.sizes() || self.strides() != keep.strides() ||
+      !is_non_overlapping_and_dense(self.sizes(), self.strides()))
+    return Tensor();
+  // Dense with equal strides: both are one block of memory in the same element order.
+  const auto* k = static_cast<const uint8_t*>(keep.data_ptr());
+  void* g = self.data_ptr();
+  switch (self.element_size()) {
+    case 2: keep_bits(static_cast<uint16_t*>(g), k, self.numel()); break;
+    case 4: keep_bits(static_cast<uint32_t*>(g), k, self.numel()); break;
+    case 8: keep_bits(static_cast<uint64_t*>(g), k, self.numel()); break;
+    default: return Tensor();
+  }
+  return self;
+}
+
 }  // namespace graft::kernels

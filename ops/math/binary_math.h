@@ -163,6 +163,11 @@ template <class T> struct MaskedScale {
   static GRAFT_HOST_DEVICE MaskedScale make(const ScalarArg* p) { return {scalar_as<T>(p[0])}; }
   GRAFT_HOST_DEVICE T operator()(T a, T keep) const { return a * keep * scale; }
 };
+// relu's backward from a bool mask: g where keep, else 0 (threshold_backward(g, x, 0) with keep = x > 0).
+template <class T> struct KeepWhere {
+  static constexpr int kTypes = kFloatingTypes;
+  GRAFT_HOST_DEVICE T operator()(T g, bool keep) const { return keep ? g : T(0); }
+};
 template <class T> struct MaskedFill {
   T value;
   static GRAFT_HOST_DEVICE MaskedFill make(const ScalarArg* p) { return {scalar_as<T>(p[0])}; }

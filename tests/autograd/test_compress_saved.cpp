@@ -276,6 +276,55 @@ TEST_CASE("relu's backward writes into its incoming gradient when nothing else h
   for (size_t i = 0; i < xs.size(); i += 997) CHECK(gs[i] == (xs[i] > 0 ? 2.0f : 0.0f));
 }
 
+TEST_CASE("a relu mask decodes to bool and its backward writes into the gradient: no float mask at the peak") {
+  manual_seed(14);
+  const int64_t n = 512 * 512;  // 1 MiB of float32
+  Tensor x = randn({n}).requires_grad_();
+  Tensor w = randn({n});
+  // The backward's peak above its start, and x's gradient, with relu under `hooks` (none: plain).
+  auto run = [&](bool compress, bool hold_gradient, Tensor* gx) {
+    Tensor y, z;
+    {
+      std::optional<CompressSaved> hooks;
+      if (compress) hooks.emplace(CompressOptions{.codec = SavedCodec::kNone});
+      y = graft::relu(x);  // x's gradient is relu's result: nothing after it allocates
+    }
+    z = y * w;  // w is no activation: only relu's output is packed
+    Tensor held;
+    if (hold_gradient) y.register_hook([&](const Tensor& g) {
+      held = g;
+      return Tensor();
+    });
+    y = Tensor();
+    Allocator* a = get_allocator(kCPU);
+    a->reset_peak_stats();
+    const int64_t base = a->stats().allocated_bytes;
+    *gx = autograd::grad({z.sum()}, {x})[0];
+    return a->stats().peak_allocated_bytes - base;
+  };
+  Tensor plain, in_place, out_of_place;
+  run(false, false, &plain);
+  const int64_t p_in = run(true, false, &in_place);
+  const int64_t p_out = run(true, true, &out_of_place);
+  CHECK(floats(in_place) == floats(plain));
+  CHECK(floats(out_of_place) == floats(plain));
+  // In place: the incoming gradient (4 n bytes) and the bool mask (n); a float mask would be 4 n.
+  INFO("in place " << p_in << ", out of place " << p_out);
+  CHECK(p_in <= n * 4 + n + 4096);
+  CHECK(p_out - p_in >= n * 4 * 9 / 10);  // out of place: one gradient-sized buffer more
+  // The engine takes a bool mask only for a sign-only slot: any other save still has to come back
+  // in its own dtype.
+  Tensor v = randn({4}).requires_grad_();
+  Tensor e;
+  {
+    autograd::SavedTensorsHooks bad([](const Tensor& t) -> autograd::Packed { return t; },
+                                    [](const autograd::Packed& p) { return ops::gt(std::any_cast<Tensor>(p), 0); });
+    e = (v * 1.0).exp();
+  }
+  CHECK_THROWS_WITH(e.sum().backward(), Catch::Matchers::Contains("must return a tensor with the same shape, dtype") &&
+                                            Catch::Matchers::Contains("expected [4] float32 cpu, got [4] bool cpu"));
+}
+
 TEST_CASE("current_save_site names the saving node and its tolerance during a pack call, and is null outside") {
   CHECK(current_save_site() == nullptr);
   Tensor w = randn({4, 4}).requires_grad_();

@@ -257,6 +257,10 @@ const std::vector<Case>& cases() {
     // relu's backward written into its incoming gradient (autograd/derivatives.h, relu_grad).
     inplace_binary("threshold_backward_", {{f({4, 5}).written(), f({4, 5}).nograd()}, {f({129, 1031}).written(), f({129, 1031}).nograd()}},
                    [](Tensor& s, Tensors& x) { ops::threshold_backward_(s, x[1], 0); });
+    // The same from the bool mask a compressed save decodes to (broadcast mask: the generic loop).
+    inplace_binary("_keep_where_", {{f({4, 5}).written(), mask({4, 5})}, {f({3, 4, 5}).written(), mask({4, 1})},
+                                    {f({129, 1031}).written(), mask({129, 1031})}},
+                   [](Tensor& s, Tensors& x) { ops::_keep_where_(s, x[1]); });
     inplace_binary("sub_ tensor", self_other, [](Tensor& s, Tensors& x) { s.sub_(x[1], 2); });
     inplace_binary("sub_ scalar", self_only, [](Tensor& s, Tensors&) { s.sub_(1.25); });
     inplace_binary("mul_ tensor", self_other, [](Tensor& s, Tensors& x) { s.mul_(x[1]); });

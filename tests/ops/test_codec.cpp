@@ -92,6 +92,36 @@ TEST_CASE("sign masks round-trip every dtype, layout and a numel that is not a m
   }
 }
 
+TEST_CASE("_keep_where_ gives threshold_backward's bits from a bool mask, fast path and generic loop alike") {
+  manual_seed(9);
+  for (DType dt : {kFloat32, kFloat64, kBFloat16, kFloat16}) {
+    INFO(dt);
+    Tensor x = randn({6, 5, 7, 9});
+    Tensor g = randn({6, 5, 7, 9});
+    g.narrow(0, 0, 1).fill_(kNaN);  // NaN gradients pass where kept and become +0 where not
+    x = x.to(dt);
+    g = g.to(dt);
+    for (MemoryFormat f : {MemoryFormat::Contiguous, MemoryFormat::ChannelsLast}) {
+      Tensor xf = x.contiguous(f), gf = g.contiguous(f);
+      Tensor want = ops::threshold_backward(gf, xf, 0);
+      Tensor keep = ops::gt(xf, 0);  // x > 0 in x's layout: the fast path
+      Tensor got = gf.clone();
+      ops::_keep_where_(got, keep);
+      CHECK(bytes_of(got.contiguous()) == bytes_of(want.contiguous()));
+      // A mask in the other layout takes the generic loop: the same bits.
+      Tensor other = keep.contiguous(f == MemoryFormat::Contiguous ? MemoryFormat::ChannelsLast : MemoryFormat::Contiguous);
+      Tensor got2 = gf.clone();
+      ops::_keep_where_(got2, other);
+      CHECK(bytes_of(got2.contiguous()) == bytes_of(want.contiguous()));
+    }
+  }
+  CHECK_THAT(test::error_message([] {
+               Tensor t = ops::zeros({3});
+               ops::_keep_where_(t, ops::ones({3}));
+             }),
+             Contains("_keep_where_: expected a floating self and a bool keep mask, got self [3] float32 cpu and keep [3] float32 cpu"));
+}
+
 TEST_CASE("_quantize_int8 matches the reference formula per channel, for a middle and a last dim") {
   manual_seed(11);
   Tensor x = randn({3, 5, 7}) * 4;

@@ -201,7 +201,10 @@ Tensor relu_grad(const Tensor& grad, const Tensor& result) {
                      grad.sizes() == result.sizes() && grad.strides() == result.strides() &&
                      is_non_overlapping_and_dense(grad.sizes(), grad.strides());
   Tensor g = grad;  // a second reference to the same tensor, which the in-place ops write and return
-  if (mask) return owned ? ops::_keep_where_(g, result) : ops::where(result, grad, ops::zeros({}, grad.dtype(), grad.device()));
+  if (mask) {
+    if (owned) return ops::_keep_where_(g, result);
+    return ops::where(result, grad, ops::zeros({}, grad.dtype(), grad.device()));
+  }
   if (!owned) return ops::threshold_backward(grad, result, 0);
   return ops::threshold_backward_(g, result, 0);
 }

@@ -22,8 +22,14 @@
 // 3. A budget below the smallest peak any plan reaches throws graft::Error naming that minimum.
 // 4. Planning holds about what the plan may: it measures layer by layer (recording hooks that keep
 //    nothing, each layer's graph freed before the next runs), so it never holds the whole forward's
-//    activations, and the codec check, which needs whole backwards, runs the batch in as many
-//    chunks as keeping everything needs budgets. (Offload's one probe is 8 MiB.)
+//    activations. Measuring one layer's backward holds its boundaries and the gradient handed to
+//    it as well, about twice what keeping everything holds there: where that would break the
+//    budget, backwards and codecs are measured on two chunks of the batch (r and 2r rows, after a
+//    warm-up pass so once-filled caches do not bend the line) and extrapolated along the line
+//    through them. The bytes measured are affine in the rows (activations and their packings grow
+//    with the batch; parameters' gradients and per-channel scales do not), so two points fix them.
+//    The codec check, which needs whole backwards, runs the batch in as many chunks as keeping
+//    everything needs budgets. (Offload's one probe is 8 MiB.)
 #include <cstdint>
 #include <map>
 #include <memory>

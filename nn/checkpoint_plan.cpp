@@ -601,7 +601,6 @@ Tensor AutoCheckpoint::forward(const Tensor& input) {
   auto it = plans_.find(input.sizes());
   if (it == plans_.end()) {
     it = plans_.emplace(input.sizes(), plan_checkpoint(*model_, input, budget_, options_)).first;
-
     ++replans_;
   }
   current_ = &it->second;

@@ -64,7 +64,7 @@ auto reduced_elementwise_loop(F f) {
   };
 }
 
-// F<opmath_t<T>>(inputs...) over `it` (built by elementwise_op / elementwise_inplace) for T the type of r.
+// F<opmath_t<T>>(inputs...) over `it` (built by elementwise_op / elementwise_op_) for T the type of r.
 template <template <class> class F>
 void elementwise_loop_cpu(TensorIterator& it, DType r, std::initializer_list<math::ScalarArg> p) {
   visit_functor_dtype<F>(r, it.op(), [&]<class T>() {

@@ -62,32 +62,10 @@ Tensor elementwise_op(const char* op, DType r, std::initializer_list<Tensor> inp
   return it.output();
 }
 
-// self = F(inputs...) (inputs start with self), computed in r.
-template <class Run>
-Tensor elementwise_inplace(const char* op, const Tensor& self, DType r, std::initializer_list<Tensor> inputs,
-                           const Run& run) {
-  check_inplace_cast(op, r, self);
-  if (r == self.dtype()) {
-    TensorIterator it(op);
-    it.add_output(self);
-    for (const Tensor& t : inputs) it.add_input(t, r);
-    it.build();
-    run(it);
-    return self;
-  }
-  check_no_internal_overlap(op, self);
-  TensorIterator it(op);
-  for (const Tensor& t : inputs) it.add_input(t, r);
-  it.build(r);
-  GRAFT_CHECK(it.output().sizes() == self.sizes(), op, ": output with shape ", shape_str(self.sizes()),
-              " doesn't match the broadcast shape ", shape_str(it.output().sizes()));
-  run(it);
-  device_copy(self, it.output());
-  return self;
-}
-// The same for functor F: each input is read as F takes it, as elementwise_op reads them (r for
-// its T arguments, an argument's own dtype otherwise), so a bool mask argument (_keep_where_'s) is
-// read as bool rather than converted to r in a copy the size of self.
+// self = F(inputs...) (inputs start with self), computed in r. Each input is read as F takes it,
+// as elementwise_op reads them (r for its T arguments, an argument's own dtype otherwise), so a
+// bool mask argument (_keep_where_'s) is read as bool rather than converted to r in a copy the
+// size of self.
 template <template <class> class F, class Run>
 Tensor elementwise_op_(const char* op, const Tensor& self, DType r, std::initializer_list<Tensor> inputs,
                        const Run& run) {

@@ -17,17 +17,14 @@ Prints `name value unit (min, max, n)` lines; --json writes graft bench's JSON f
 """
 import argparse
 import json
-import os
 import statistics
 import sys
-import tempfile
-import time
-import warnings
 
 import torch
 import torch.nn.functional as F
-from torch.profiler import ProfilerActivity, profile
 from torch.utils.checkpoint import checkpoint_sequential
+
+from pytorch_budget import line, peak_mib, time_ms  # the peak from profiler events, medians, output lines
 
 BATCH = 128
 
@@ -105,36 +102,6 @@ def state_mib(opt):
     for s in opt.state.values():
         n += sum(v.numel() * v.element_size() for v in s.values() if torch.is_tensor(v) and v.dim() > 0)
     return n / 2**20
-
-
-def peak_mib(step):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        with tempfile.TemporaryDirectory() as d:
-            with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-                step()
-            path = os.path.join(d, "trace.json")
-            prof.export_chrome_trace(path)
-            with open(path) as f:
-                events = json.load(f)["traceEvents"]
-    totals = [e["args"]["Total Allocated"] for e in events if e.get("name") == "[memory]"]
-    return max(totals) / 2**20 if totals else 0.0
-
-
-def time_ms(step, repeat):
-    step()
-    ts = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        step()
-        ts.append((time.perf_counter() - t0) * 1e3)
-    return ts
-
-
-def line(name, unit, values):
-    med = statistics.median(values)
-    print(f"{name} {med:.4g} {unit} (min {min(values):.4g}, max {max(values):.4g}, n={len(values)})", flush=True)
-    return name, {"value": med, "unit": unit, "min": min(values), "max": max(values), "n": len(values)}
 
 
 def main():

@@ -5,6 +5,7 @@
 // (autograd/autocast.h).
 #include "autograd/autocast_policies.h"
 #include "autograd/derivatives.h"
+#include "ops/conv_pool_params.h"
 
 namespace graft {
 using namespace autograd;
@@ -61,6 +62,9 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
 Tensor max_pool2d(const Tensor& in, const Shape& k, const Shape& s, const Shape& p, const Shape& d, bool c) {
   bool needs_grad = is_recording_enabled() && tensor_requires_grad(in);
   if (!needs_grad) return ops::max_pool2d(in, k, s, p, d, c);
+  // The node saves one byte per output (the winner's window offset) where a window has at most
+  // 256 positions, eight (an int64 index) otherwise.
+  if (kernels::max_pool_offsets_fit(k)) return graft::_max_pool2d_with_offsets(in, k, s, p, d, c)[0];
   return graft::max_pool2d_with_indices(in, k, s, p, d, c)[0];
 }
 

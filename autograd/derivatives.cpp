@@ -218,6 +218,16 @@ Tensor max_pool2d_backward_rule(const Tensor& grad, const Shape& x_sizes, const 
   return gx;
 }
 
+Tensor max_pool2d_offsets_backward_rule(const Tensor& grad, const Shape& x_sizes, const Shape& x_strides,
+                                        const Tensor& offsets, const Shape& kernel, const Shape& stride,
+                                        const Shape& padding, const Shape& dilation) {
+  const bool channels_last = x_sizes.size() == 4 && strides_like_channels_last(x_sizes, x_strides);
+  Tensor gx = ops::_max_pool2d_offsets_backward(grad, offsets, x_sizes, kernel, stride, padding, dilation,
+                                                channels_last);
+  if (building_graph()) gx = mark_not_twice_differentiable(gx, "MaxPool2DWithIndices", {&grad});
+  return gx;
+}
+
 Tensor avg_pool2d_backward_rule(const Tensor& grad, const Tensor& x, const Shape& kernel, const Shape& stride,
                                 const Shape& padding, bool ceil_mode, bool count_include_pad) {
   Tensor gx = ops::avg_pool2d_backward(grad, x, kernel, stride, padding, ceil_mode, count_include_pad);

@@ -82,6 +82,10 @@ variable_list conv2d_backward_rule(const Tensor& grad, const Tensor& input, cons
                                    const std::array<bool, 3>& mask);
 Tensor max_pool2d_backward_rule(const Tensor& grad, const Shape& self_sizes, const Shape& self_strides,
                                 const Tensor& indices);
+// The same from window offsets (_max_pool2d_with_offsets, what max_pool2d saves).
+Tensor max_pool2d_offsets_backward_rule(const Tensor& grad, const Shape& self_sizes, const Shape& self_strides,
+                                        const Tensor& offsets, const Shape& kernel, const Shape& stride,
+                                        const Shape& padding, const Shape& dilation);
 Tensor avg_pool2d_backward_rule(const Tensor& grad, const Tensor& self, const Shape& kernel, const Shape& stride,
                                 const Shape& padding, bool ceil_mode, bool count_include_pad);
 

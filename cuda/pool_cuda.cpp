@@ -31,14 +31,17 @@ using namespace kernels;
 
 // The CUDA part of the shared max-pool kernels (declared in cuda/cuda_parts.h; max_pool2d and
 // max_pool2d_with_indices are generated over it):
-// x [planes, H, W] -> out, ind [planes, OH, OW]; indices only when `ind` is given.
+// x [planes, H, W] -> out, ind [planes, OH, OW]; indices (int64) or window offsets (uint8) only
+// when `ind` is given.
 void max_pool_fill_cuda(const PoolParams& p, const Tensor& x, const Tensor& out, const Tensor* ind) {
   DeviceGuard guard(x.device().index);
   cudaStream_t stream = current_stream();
   dispatch_dtype(x.dtype(), "max_pool2d", [&]<class T>() {
     if constexpr (!std::is_same_v<T, bool>)
       launch_max_pool2d<T>(static_cast<const T*>(x.data_ptr()), static_cast<T*>(out.data_ptr()),
-                           ind ? ind->data_ptr<int64_t>() : nullptr, kernels::geometry(p), stream);
+                           ind && ind->dtype() == kInt64 ? ind->data_ptr<int64_t>() : nullptr,
+                           ind && ind->dtype() == kUInt8 ? static_cast<uint8_t*>(ind->data_ptr()) : nullptr,
+                           kernels::geometry(p), stream);
   });
 }
 
@@ -74,6 +77,37 @@ Tensor max_pool2d_backward_cuda(const Tensor& grad_out, const Tensor& indices, c
   GRAFT_CUDA_CHECK(cudaMemcpyAsync(host_bad, bad_p, sizeof(host_bad), cudaMemcpyDeviceToHost, stream));
   GRAFT_CUDA_CHECK(cudaStreamSynchronize(stream));
   if (host_bad[0] != 0) max_pool_bad_index_error(static_cast<int64_t>(host_bad[1]), mp);
+  return gi;
+}
+
+// The same scatter from window offsets (_max_pool2d_with_offsets); an NCHW gradient as above.
+Tensor max_pool2d_offsets_backward_cuda(const Tensor& grad_out, const Tensor& offsets, const Shape& input_size,
+                                        const Shape& kernel_size, const Shape& stride, const Shape& padding,
+                                        const Shape& dilation, bool channels_last) {
+  const char* op = "_max_pool2d_offsets_backward";
+  MaxPoolOffsetsBackwardPlan p = plan_max_pool2d_offsets_backward(grad_out, offsets, input_size, kernel_size, stride,
+                                                                  padding, dilation, channels_last);
+  cuda::DeviceGuard guard(grad_out.device().index);
+  Tensor gi = new_tensor(input_size, grad_out.dtype(), grad_out.device());
+  if (gi.numel() == 0 && grad_out.numel() == 0) return gi;
+  cudaStream_t stream = cuda::current_stream();
+  if (gi.numel() > 0) GRAFT_CUDA_CHECK(cudaMemsetAsync(gi.data_ptr(), 0, gi.nbytes(), stream));
+  if (grad_out.numel() == 0) return gi;
+  Tensor go = kernels::contiguous_as(grad_out), off = kernels::contiguous_as(offsets);
+  Tensor bad = new_tensor({2}, kInt64, grad_out.device());
+  GRAFT_CUDA_CHECK(cudaMemsetAsync(bad.data_ptr(), 0, bad.nbytes(), stream));
+  auto* bad_p = static_cast<unsigned long long*>(bad.data_ptr());
+  dispatch_floating(grad_out.dtype(), op, [&]<class T>() {
+    // grad_out, offsets [planes, OH, OW] -> gi [planes, H, W]
+    cuda::launch_max_pool2d_offsets_backward<T>(static_cast<const T*>(go.data_ptr()),
+                                                static_cast<const uint8_t*>(off.data_ptr()),
+                                                static_cast<T*>(gi.data_ptr()), kernels::geometry(p.window), bad_p,
+                                                stream);
+  });
+  unsigned long long host_bad[2] = {0, 0};
+  GRAFT_CUDA_CHECK(cudaMemcpyAsync(host_bad, bad_p, sizeof(host_bad), cudaMemcpyDeviceToHost, stream));
+  GRAFT_CUDA_CHECK(cudaStreamSynchronize(stream));
+  if (host_bad[0] != 0) max_pool_bad_offset_error(static_cast<int64_t>(host_bad[1]), p);
   return gi;
 }
 

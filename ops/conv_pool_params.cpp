@@ -121,9 +121,20 @@ PoolParams plan_max_pool2d(const Tensor& input, const Shape& kernel, const Shape
   return pool_params(op, input.sizes(), kernel, stride, padding, dilation, ceil_mode);
 }
 
+bool max_pool_offsets_fit(const Shape& kernel) {
+  if (kernel.size() != 1 && kernel.size() != 2) return false;
+  const int64_t kh = kernel[0], kw = kernel.back();
+  return kh > 0 && kw > 0 && kh <= kMaxPoolOffsetTaps && kh * kw <= kMaxPoolOffsetTaps;
+}
+
 Tensor run_max_pool2d(MaxPoolFill fill, const Tensor& input, const Shape& kernel, const Shape& stride,
-                      const Shape& padding, const Shape& dilation, bool ceil_mode, Tensor* ind) {
+                      const Shape& padding, const Shape& dilation, bool ceil_mode, Tensor* ind,
+                      DType index_dtype) {
   PoolParams p = plan_max_pool2d(input, kernel, stride, padding, dilation, ceil_mode);
+  GRAFT_CHECK(index_dtype == kInt64 || (index_dtype == kUInt8 && p.kh * p.kw <= kMaxPoolOffsetTaps),
+              "_max_pool2d_with_offsets: a ", p.kh, " x ", p.kw, " window has ", p.kh * p.kw,
+              " positions, more than a uint8 offset names (", kMaxPoolOffsetTaps,
+              "); max_pool2d_with_indices takes any window");
   // Channels-last in, channels-last out (the CPU fill has NHWC loops; other devices get NCHW).
   bool nhwc = input.is_cpu() && is_channels_last(input);
   auto make = [&](DType dtype) {
@@ -131,27 +142,33 @@ Tensor run_max_pool2d(MaxPoolFill fill, const Tensor& input, const Shape& kernel
                 : new_tensor(p.output_sizes(), dtype, input.device());
   };
   Tensor out = make(input.dtype());
-  if (ind) *ind = make(kInt64);
+  if (ind) *ind = make(index_dtype);
   if (out.numel() > 0) fill(p, nhwc ? contiguous_in_format(input, MemoryFormat::ChannelsLast) : contiguous_as(input), out, ind);
   return out;
 }
 
-MaxPoolBackwardPlan plan_max_pool2d_backward(const Tensor& grad_out, const Tensor& indices, const Shape& input_size,
-                                             bool channels_last) {
-  const char* op = "max_pool2d_backward";
+namespace {
+// The checks both scatters share: everything but the index dtype. `what` names the index tensor.
+MaxPoolBackwardPlan plan_max_pool_scatter(const char* op, const Tensor& grad_out, const Tensor& indices,
+                                          const char* what, DType index_dtype, const Shape& input_size,
+                                          bool channels_last) {
   check_defined(grad_out, op, "grad_out");
-  check_defined(indices, op, "indices");
+  check_defined(indices, op, what);
   check_floating(grad_out, op);
-  check_index_dtype(indices, op);
+  if (index_dtype == kInt64)
+    check_index_dtype(indices, op);
+  else
+    GRAFT_CHECK(indices.dtype() == index_dtype, op, ": expected ", dtype_name(index_dtype), " window ", what,
+                ", got ", describe(indices));
   const size_t nd = input_size.size();
   GRAFT_CHECK(nd == 3 || nd == 4, op, ": expected a 3-D or 4-D input size, got ", shape_str(input_size));
   for (int64_t s : input_size) GRAFT_CHECK(s >= 0, op, ": input size ", shape_str(input_size), " has a negative dim");
   GRAFT_CHECK(!channels_last || nd == 4, op, ": a channels-last gradient needs a 4-D input size, got ",
               shape_str(input_size));
   GRAFT_CHECK(grad_out.device() == indices.device(), op, ": grad_out is on ", grad_out.device(),
-              " but indices are on ", indices.device());
+              " but ", what, " are on ", indices.device());
   GRAFT_CHECK(grad_out.sizes() == indices.sizes(), op, ": grad_out ", shape_str(grad_out.sizes()),
-              " and indices ", shape_str(indices.sizes()), " must have the same shape");
+              " and ", what, " ", shape_str(indices.sizes()), " must have the same shape");
   GRAFT_CHECK(static_cast<size_t>(grad_out.dim()) == nd &&
                   std::equal(input_size.begin(), input_size.end() - 2, grad_out.sizes().begin()),
               op, ": grad_out ", shape_str(grad_out.sizes()), " does not match input ", shape_str(input_size),
@@ -165,10 +182,43 @@ MaxPoolBackwardPlan plan_max_pool2d_backward(const Tensor& grad_out, const Tenso
   p.per_in = p.H * p.W;
   return p;
 }
+}  // namespace
+
+MaxPoolBackwardPlan plan_max_pool2d_backward(const Tensor& grad_out, const Tensor& indices, const Shape& input_size,
+                                             bool channels_last) {
+  return plan_max_pool_scatter("max_pool2d_backward", grad_out, indices, "indices", kInt64, input_size,
+                               channels_last);
+}
 
 void max_pool_bad_index_error(int64_t index, const MaxPoolBackwardPlan& p) {
   GRAFT_ERROR("max_pool2d_backward: index ", index, " is out of range for an input plane of ", p.H, " x ", p.W,
               " (input ", shape_str(p.input_size), ")");
+}
+
+MaxPoolOffsetsBackwardPlan plan_max_pool2d_offsets_backward(const Tensor& grad_out, const Tensor& offsets,
+                                                            const Shape& input_size, const Shape& kernel,
+                                                            const Shape& stride, const Shape& padding,
+                                                            const Shape& dilation, bool channels_last) {
+  const char* op = "_max_pool2d_offsets_backward";
+  MaxPoolOffsetsBackwardPlan p;
+  p.mp = plan_max_pool_scatter(op, grad_out, offsets, "offsets", kUInt8, input_size, channels_last);
+  p.window = pool_params(op, input_size, kernel, stride, padding, dilation, false);
+  PoolParams ceil = pool_params(op, input_size, kernel, stride, padding, dilation, true);
+  const int64_t nd = grad_out.dim(), oh = grad_out.size(nd - 2), ow = grad_out.size(nd - 1);
+  GRAFT_CHECK((oh == p.window.OH && ow == p.window.OW) || (oh == ceil.OH && ow == ceil.OW), op, ": grad_out ",
+              shape_str(grad_out.sizes()), " is not the pooled size of input ", shape_str(input_size),
+              " for kernel_size ", shape_str(kernel), ", stride ", shape_str(stride), ", padding ",
+              shape_str(padding), " and dilation ", shape_str(dilation));
+  GRAFT_CHECK(p.window.kh * p.window.kw <= kMaxPoolOffsetTaps, op, ": a ", p.window.kh, " x ", p.window.kw,
+              " window has more positions than a uint8 offset names (", kMaxPoolOffsetTaps, ")");
+  p.window.OH = oh;
+  p.window.OW = ow;
+  return p;
+}
+
+void max_pool_bad_offset_error(int64_t offset, const MaxPoolOffsetsBackwardPlan& p) {
+  GRAFT_ERROR("_max_pool2d_offsets_backward: offset ", offset, " is outside its ", p.window.kh, " x ", p.window.kw,
+              " window or the input plane of ", p.mp.H, " x ", p.mp.W, " (input ", shape_str(p.mp.input_size), ")");
 }
 
 namespace {

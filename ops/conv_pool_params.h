@@ -57,19 +57,35 @@ PoolParams pool_params(const char* op, const Shape& in, const Shape& kernel, con
 // The whole argument check of each pooling op (the devices then only compute).
 PoolParams plan_max_pool2d(const Tensor& input, const Shape& kernel, const Shape& stride, const Shape& padding,
                            const Shape& dilation, bool ceil_mode);
-// max_pool2d and max_pool2d_with_indices on every device: the plan, the outputs and the
-// contiguous input are shared; a device supplies only Fill, which computes out [planes, OH, OW]
-// (and ind, when non-null, as flat H * W positions) from a contiguous x [planes, H, W]. Fill is
-// not called for an empty output.
+// max_pool2d, max_pool2d_with_indices and _max_pool2d_with_offsets on every device: the plan, the
+// outputs and the contiguous input are shared; a device supplies only Fill, which computes
+// out [planes, OH, OW] from a contiguous x [planes, H, W], and ind, when non-null, by its dtype:
+//   int64: the winner's flat h * W + w position in its input plane (PyTorch's indices);
+//   uint8: the winner's offset in its window, i * kw + j in window scan order (kh * kw <= 256).
+// Both name the same element: an all -inf window's first valid position. Fill is not called for
+// an empty output.
 using MaxPoolFill = void (*)(const PoolParams& p, const Tensor& x, const Tensor& out, const Tensor* ind);
 Tensor run_max_pool2d(MaxPoolFill fill, const Tensor& input, const Shape& kernel, const Shape& stride,
-                      const Shape& padding, const Shape& dilation, bool ceil_mode, Tensor* ind);
+                      const Shape& padding, const Shape& dilation, bool ceil_mode, Tensor* ind,
+                      DType index_dtype = kInt64);
+// The most window positions a uint8 offset names.
+inline constexpr int64_t kMaxPoolOffsetTaps = 256;
+// Whether _max_pool2d_with_offsets takes this kernel size (one int or a pair; false where the
+// size is malformed, so the caller's int64 path gives the usual error).
+bool max_pool_offsets_fit(const Shape& kernel);
 template <MaxPoolFill Fill>
 std::vector<Tensor> max_pool2d_with_indices_kernel(const Tensor& input, const Shape& kernel, const Shape& stride,
                                                    const Shape& padding, const Shape& dilation, bool ceil_mode) {
   Tensor ind;
   Tensor out = run_max_pool2d(Fill, input, kernel, stride, padding, dilation, ceil_mode, &ind);
   return {out, ind};
+}
+template <MaxPoolFill Fill>
+std::vector<Tensor> max_pool2d_with_offsets_kernel(const Tensor& input, const Shape& kernel, const Shape& stride,
+                                                   const Shape& padding, const Shape& dilation, bool ceil_mode) {
+  Tensor off;
+  Tensor out = run_max_pool2d(Fill, input, kernel, stride, padding, dilation, ceil_mode, &off, kUInt8);
+  return {out, off};
 }
 template <MaxPoolFill Fill>
 Tensor max_pool2d_kernel(const Tensor& input, const Shape& kernel, const Shape& stride, const Shape& padding,
@@ -88,6 +104,19 @@ MaxPoolBackwardPlan plan_max_pool2d_backward(const Tensor& grad_out, const Tenso
                                              bool channels_last);
 // An index a device found outside its input plane.
 [[noreturn]] void max_pool_bad_index_error(int64_t index, const MaxPoolBackwardPlan& p);
+// _max_pool2d_offsets_backward: the same scatter from window offsets, so it also needs the
+// window. The window arguments are checked as the forward's, and grad_out's spatial size must be
+// the forward's output size for them (floor or ceil mode).
+struct MaxPoolOffsetsBackwardPlan {
+  MaxPoolBackwardPlan mp;
+  PoolParams window;
+};
+MaxPoolOffsetsBackwardPlan plan_max_pool2d_offsets_backward(const Tensor& grad_out, const Tensor& offsets,
+                                                            const Shape& input_size, const Shape& kernel,
+                                                            const Shape& stride, const Shape& padding,
+                                                            const Shape& dilation, bool channels_last);
+// An offset a device found outside its window or the window's position outside the input plane.
+[[noreturn]] void max_pool_bad_offset_error(int64_t offset, const MaxPoolOffsetsBackwardPlan& p);
 // Whether a conv/pool kernel works channels-last on `t` (only 4-D tensors ever suggest it), and a
 // fresh NHWC activation of `sizes`: the layout rule conv.cpp, pool.cpp and run_max_pool2d share.
 inline bool is_channels_last(const Tensor& t) { return t.suggest_memory_format() == MemoryFormat::ChannelsLast; }

@@ -2,7 +2,11 @@
 //
 //   max_pool2d_with_indices: input [N, C, H, W] -> out [N, C, OH, OW], indices (int64, flat h*W + w
 //                            position of the max inside its own input plane, as PyTorch)
+//   _max_pool2d_with_offsets: the same, with the winner as its uint8 offset in its window
+//                            (i * kw + j): what max_pool2d saves for backward, an eighth of the
+//                            indices' bytes
 //   max_pool2d_backward:     grad_out scattered to those positions -> grad_input [N, C, H, W]
+//   _max_pool2d_offsets_backward: the same scatter, each offset decoded against its window
 //   avg_pool2d(_backward):   mean over each window; the divisor counts padding when
 //                            count_include_pad, and windows are clipped to input + right padding.
 // Output size (PyTorch's pooling_output_shape):
@@ -19,6 +23,7 @@
 #include <atomic>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <vector>
 
 #include "ops/cpu_kernels.h"
@@ -66,9 +71,11 @@ std::pair<int64_t, int64_t> valid_range(int64_t out, int64_t in, int64_t stride,
 // chain per window. Taps are visited in window scan order (h, then w), so the first maximum wins
 // exactly as in a per-window scan. The row's running max and winning tap number (int32 next to
 // float, so one SIMD lane each) live in local arrays: the compare-and-select loop vectorises, and
-// a tap becomes its h*W + w index once per row through a per-row table. ind may be null.
-template <class T>
-void max_pool_fwd(const PoolParams& p, const T* x, T* y, int64_t* ind) {
+// a tap becomes its h*W + w index once per row through a per-row table; a window offset (I =
+// uint8_t) is the tap itself. ind may be null.
+template <class T, class I>
+void max_pool_fwd(const PoolParams& p, const T* x, T* y, I* ind) {
+  constexpr bool kOffsets = std::is_same_v<I, uint8_t>;
   // Locals, not p's fields: stores through y/ind could otherwise alias them and force reloads.
   const int64_t H = p.H, W = p.W, OH = p.OH, OW = p.OW, kh = p.kh, kw = p.kw;
   const int64_t sh = p.sh, sw = p.sw, ph = p.ph, pw = p.pw, dh = p.dh, dw = p.dw;
@@ -110,17 +117,23 @@ void max_pool_fwd(const PoolParams& p, const T* x, T* y, int64_t* ind) {
         T* __restrict m = y + (pl * OH + oh) * OW;
         for (int64_t ow = 0; ow < OW; ++ow) m[ow] = static_cast<T>(mv[ow]);
         if (!ind) continue;
-        int64_t* __restrict best = ind + (pl * OH + oh) * OW;
+        I* __restrict best = ind + (pl * OH + oh) * OW;
         int64_t hs = h0;
         while (hs < 0) hs += dh;
         for (int64_t ow = 0; ow < OW; ++ow) {
           if (tap[ow] >= 0) {
-            best[ow] = tap_off[tap[ow]] + ow * sw;
+            if constexpr (kOffsets)
+              best[ow] = static_cast<I>(tap[ow]);
+            else
+              best[ow] = tap_off[tap[ow]] + ow * sw;
           } else {
             // PyTorch's index for a window with no element above -inf: its first valid position.
             int64_t ws = ow * sw - pw;
             while (ws < 0) ws += dw;
-            best[ow] = hs * W + ws;
+            if constexpr (kOffsets)
+              best[ow] = static_cast<I>((hs - h0) / dh * kw + (ws - (ow * sw - pw)) / dw);
+            else
+              best[ow] = hs * W + ws;
           }
         }
       }
@@ -133,10 +146,12 @@ void max_pool_fwd(const PoolParams& p, const T* x, T* y, int64_t* ind) {
 // chunk the running max and the winner's h*W + w position (P: int32 where the plane allows, as
 // wide as a float, so one SIMD lane each) live in local arrays and every tap is one
 // compare-and-select loop across channels. The position starts at the window's first valid
-// element: PyTorch's index for a window with nothing above -inf.
-template <class T, class P>
-[[gnu::always_inline]] inline void max_pool_nhwc_pixels(const PoolParams& p, const T* x, T* y, int64_t* ind,
+// element: PyTorch's index for a window with nothing above -inf. With I = uint8_t the position is
+// the window offset i * kw + j instead.
+template <class T, class P, class I>
+[[gnu::always_inline]] inline void max_pool_nhwc_pixels(const PoolParams& p, const T* x, T* y, I* ind,
                                                         int64_t b, int64_t e) {
+  constexpr bool kOffsets = std::is_same_v<I, uint8_t>;
   const int64_t C = p.C, H = p.H, W = p.W, OH = p.OH, OW = p.OW, kh = p.kh, kw = p.kw;
   const int64_t sh = p.sh, sw = p.sw, ph = p.ph, pw = p.pw, dh = p.dh, dw = p.dw;
   using A = PoolCompare<T>;
@@ -150,7 +165,7 @@ template <class T, class P>
     int64_t hs = h0, ws = w0;
     while (hs < 0) hs += dh;
     while (ws < 0) ws += dw;
-    const P first = static_cast<P>(hs * W + ws);
+    const P first = static_cast<P>(kOffsets ? (hs - h0) / dh * kw + (ws - w0) / dw : hs * W + ws);
     for (int64_t c0 = 0; c0 < C; c0 += kChunk) {
       const int64_t nc = std::min(kChunk, C - c0);
       for (int64_t c = 0; c < nc; ++c) {
@@ -164,7 +179,7 @@ template <class T, class P>
           const int64_t w = w0 + j * dw;
           if (w < 0 || w >= W) continue;
           const T* __restrict xr = x + ((n * H + h) * W + w) * C + c0;
-          const P t = static_cast<P>(h * W + w);
+          const P t = static_cast<P>(kOffsets ? i * kw + j : h * W + w);
           for (int64_t c = 0; c < nc; ++c) {
             const A v = static_cast<A>(xr[c]);
             // NaN wins and propagates, as in PyTorch.
@@ -177,8 +192,8 @@ template <class T, class P>
       T* __restrict m = y + r * C + c0;
       for (int64_t c = 0; c < nc; ++c) m[c] = static_cast<T>(mv[c]);
       if (ind) {
-        int64_t* __restrict best = ind + r * C + c0;
-        for (int64_t c = 0; c < nc; ++c) best[c] = pos[c];
+        I* __restrict best = ind + r * C + c0;
+        for (int64_t c = 0; c < nc; ++c) best[c] = static_cast<I>(pos[c]);
       }
     }
   }
@@ -186,34 +201,36 @@ template <class T, class P>
 
 // The same loop compiled for AVX-512 and AVX2, picked from cpu_isa() (a generic x86-64 build
 // vectorises it 4 floats wide; the 16-lane copy is 2x faster on the CNN's first pool).
-template <class T, class P>
+template <class T, class P, class I>
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) void max_pool_nhwc_pixels_avx512(
-    const PoolParams& p, const T* x, T* y, int64_t* ind, int64_t b, int64_t e) {
-  max_pool_nhwc_pixels<T, P>(p, x, y, ind, b, e);
+    const PoolParams& p, const T* x, T* y, I* ind, int64_t b, int64_t e) {
+  max_pool_nhwc_pixels<T, P, I>(p, x, y, ind, b, e);
 }
-template <class T, class P>
+template <class T, class P, class I>
 __attribute__((target("avx2,fma,f16c"))) void max_pool_nhwc_pixels_avx2(const PoolParams& p, const T* x, T* y,
-                                                                         int64_t* ind, int64_t b, int64_t e) {
-  max_pool_nhwc_pixels<T, P>(p, x, y, ind, b, e);
+                                                                         I* ind, int64_t b, int64_t e) {
+  max_pool_nhwc_pixels<T, P, I>(p, x, y, ind, b, e);
 }
-template <class T, class P>
-void max_pool_nhwc_pixels_generic(const PoolParams& p, const T* x, T* y, int64_t* ind, int64_t b, int64_t e) {
-  max_pool_nhwc_pixels<T, P>(p, x, y, ind, b, e);
+template <class T, class P, class I>
+void max_pool_nhwc_pixels_generic(const PoolParams& p, const T* x, T* y, I* ind, int64_t b, int64_t e) {
+  max_pool_nhwc_pixels<T, P, I>(p, x, y, ind, b, e);
 }
 
-template <class T>
-void max_pool_fwd_nhwc(const PoolParams& p, const T* x, T* y, int64_t* ind) {
-  using Pixels = void (*)(const PoolParams&, const T*, T*, int64_t*, int64_t, int64_t);
-  // int32 positions when every h*W + w fits, else int64 (one lane per double anyway).
+template <class T, class I>
+void max_pool_fwd_nhwc(const PoolParams& p, const T* x, T* y, I* ind) {
+  using Pixels = void (*)(const PoolParams&, const T*, T*, I*, int64_t, int64_t);
+  // int32 positions when every h*W + w fits (window offsets always do), else int64 (one lane per
+  // double anyway).
   constexpr bool narrow_ok = sizeof(T) <= 4;
-  const bool narrow = narrow_ok && p.H * p.W <= std::numeric_limits<int32_t>::max();
+  const bool narrow = narrow_ok && (std::is_same_v<I, uint8_t> || p.H * p.W <= std::numeric_limits<int32_t>::max());
   Pixels run = nullptr;
   if constexpr (narrow_ok) {
     if (narrow)
-      run = pick_for_isa<Pixels>(&max_pool_nhwc_pixels_avx512<T, int32_t>, &max_pool_nhwc_pixels_avx2<T, int32_t>,
-                                 &max_pool_nhwc_pixels_generic<T, int32_t>);
+      run = pick_for_isa<Pixels>(&max_pool_nhwc_pixels_avx512<T, int32_t, I>,
+                                 &max_pool_nhwc_pixels_avx2<T, int32_t, I>,
+                                 &max_pool_nhwc_pixels_generic<T, int32_t, I>);
   }
-  if (!run) run = &max_pool_nhwc_pixels_generic<T, int64_t>;
+  if (!run) run = &max_pool_nhwc_pixels_generic<T, int64_t, I>;
   const int64_t grain = std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, p.C * p.kh * p.kw));
   parallel_for(0, p.N * p.OH * p.OW, grain, [&](int64_t b, int64_t e) { run(p, x, y, ind, b, e); });
 }
@@ -221,17 +238,24 @@ void max_pool_fwd_nhwc(const PoolParams& p, const T* x, T* y, int64_t* ind) {
 }  // namespace
 
 // The CPU part of the shared max-pool kernels (declared in ops/cpu_parts.h):
-// x [planes, H, W] -> out, ind [planes, OH, OW]; indices only when `ind` is given. x, out and ind
-// are either all contiguous or all channels-last (run_max_pool2d makes them so).
+// x [planes, H, W] -> out, ind [planes, OH, OW]; indices (int64) or window offsets (uint8) only
+// when `ind` is given. x, out and ind are either all contiguous or all channels-last
+// (run_max_pool2d makes them so).
 void max_pool_fill_cpu(const PoolParams& p, const Tensor& x, const Tensor& out, const Tensor* ind) {
   // Where a tensor is contiguous in both formats (C == 1, or 1x1 planes) the two memory orders
   // coincide, so either loop is right; otherwise a non-contiguous operand is channels-last.
   bool nhwc = !out.is_contiguous() || !x.is_contiguous();
   auto run = [&]<class T>() {
     if constexpr (!std::is_same_v<T, bool>) {
-      auto fill = nhwc ? &max_pool_fwd_nhwc<T> : &max_pool_fwd<T>;
-      fill(p, static_cast<const T*>(x.data_ptr()), static_cast<T*>(out.data_ptr()),
-           ind ? ind->data_ptr<int64_t>() : nullptr);
+      const T* xp = static_cast<const T*>(x.data_ptr());
+      T* yp = static_cast<T*>(out.data_ptr());
+      if (ind && ind->dtype() == kUInt8) {
+        auto fill = nhwc ? &max_pool_fwd_nhwc<T, uint8_t> : &max_pool_fwd<T, uint8_t>;
+        fill(p, xp, yp, static_cast<uint8_t*>(ind->data_ptr()));
+      } else {
+        auto fill = nhwc ? &max_pool_fwd_nhwc<T, int64_t> : &max_pool_fwd<T, int64_t>;
+        fill(p, xp, yp, ind ? ind->data_ptr<int64_t>() : nullptr);
+      }
     }
   };
   if (is_reduced_floating(x.dtype()))
@@ -261,12 +285,52 @@ struct AccumRow {
   }
 };
 
+// Where each output's gradient goes in its input plane: at(o) gives, for output position o
+// (oh * OW + ow), a map from the saved value to the h * W + w position, or -1 where the value is
+// out of range (reported as bad by the caller).
+//   IndexDecode:  the value is the int64 position itself (max_pool2d_backward).
+//   OffsetDecode: the value is a window offset t = i * kw + j; its position is o's window origin
+//                 plus (i * dh, j * dw) (_max_pool2d_offsets_backward).
+struct IndexDecode {
+  int64_t per_in;
+  struct At {
+    int64_t per_in;
+    int64_t operator()(int64_t k) const { return k >= 0 && k < per_in ? k : -1; }
+  };
+  At at(int64_t) const { return {per_in}; }
+};
+struct OffsetDecode {
+  const PoolParams& w;
+  std::vector<int64_t> dh_of, dw_of;  // per tap t: i * dh and j * dw
+  explicit OffsetDecode(const PoolParams& window) : w(window) {
+    for (int64_t i = 0; i < w.kh; ++i)
+      for (int64_t j = 0; j < w.kw; ++j) {
+        dh_of.push_back(i * w.dh);
+        dw_of.push_back(j * w.dw);
+      }
+  }
+  struct At {
+    int64_t h0, w0, H, W, taps;
+    const int64_t *dh_of, *dw_of;
+    int64_t operator()(int64_t t) const {
+      if (t >= taps) return -1;
+      const int64_t h = h0 + dh_of[t], x = w0 + dw_of[t];
+      return h >= 0 && h < H && x >= 0 && x < W ? h * W + x : -1;
+    }
+  };
+  At at(int64_t o) const {
+    return {o / w.OW * w.sh - w.ph, o % w.OW * w.sw - w.pw, w.H, w.W, w.kh * w.kw, dh_of.data(), dw_of.data()};
+  }
+};
+
 // A channels-last input gets a channels-last gradient:
-//   grad_input[n, indices[n, o, c], c] += grad_out[n, c, o]   (o over OH*OW, positions over H*W)
-// One task per image: the images' writes are disjoint.
-Tensor max_pool2d_backward_nhwc(const Tensor& grad_out, const Tensor& indices, const MaxPoolBackwardPlan& mp) {
+//   grad_input[n, pos(ind[n, o, c]), c] += grad_out[n, c, o]   (o over OH*OW, positions over H*W)
+// One task per image: the images' writes are disjoint. Returns one bad saved value, or nothing.
+template <class I, class Decode>
+std::optional<int64_t> max_pool2d_scatter_nhwc(const Tensor& grad_out, const Tensor& indices,
+                                               const MaxPoolBackwardPlan& mp, const Decode& decode, Tensor& gi) {
   const int64_t N = mp.input_size[0], C = mp.input_size[1], per_in = mp.per_in, per_out = mp.per_out;
-  Tensor gi = new_channels_last(mp.input_size, grad_out.dtype(), grad_out.device());
+  gi = new_channels_last(mp.input_size, grad_out.dtype(), grad_out.device());
   // grad_out is read through its own strides: after a flatten it arrives NCHW, and a layout copy
   // would cost as much as the scatter itself.
   const Tensor& go = grad_out;
@@ -277,7 +341,7 @@ Tensor max_pool2d_backward_nhwc(const Tensor& grad_out, const Tensor& indices, c
   dispatch_floating_or_reduced(grad_out.dtype(), "max_pool2d_backward", [&]<class T>() {
     using A = PoolAccum<T>;
     const T* g = static_cast<const T*>(go.data_ptr());
-    const int64_t* id = ix.data_ptr<int64_t>();
+    const I* id = static_cast<const I*>(ix.data_ptr());
     T* o = static_cast<T*>(gi.data_ptr());
     int64_t grain = std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, (per_in + per_out) * C));
     parallel_for(0, N, grain, [&](int64_t b, int64_t e) {
@@ -286,13 +350,14 @@ Tensor max_pool2d_backward_nhwc(const Tensor& grad_out, const Tensor& indices, c
         A* on = acc.begin(o + n * per_in * C);
         std::fill(on, on + per_in * C, A(0));
         const T* gn = g + n * gsN;
-        const int64_t* in = id + n * per_out * C;
+        const I* in = id + n * per_out * C;
         for (int64_t i = 0; i < per_out; ++i) {
           const T* gi_ = gn + i / OW * gsH + i % OW * gsW;
+          const auto pos = decode.at(i);
           for (int64_t c = 0; c < C; ++c) {
-            int64_t k = in[i * C + c];
-            if (k < 0 || k >= per_in) [[unlikely]] {
-              bad.store(k);
+            const int64_t k = pos(in[i * C + c]);
+            if (k < 0) [[unlikely]] {
+              bad.store(in[i * C + c]);
               any_bad.store(true);
               continue;
             }
@@ -303,8 +368,50 @@ Tensor max_pool2d_backward_nhwc(const Tensor& grad_out, const Tensor& indices, c
       }
     });
   });
-  if (any_bad.load()) max_pool_bad_index_error(bad.load(), mp);
-  return gi;
+  if (any_bad.load()) return bad.load();
+  return std::nullopt;
+}
+
+// grad_input[plane][pos(ind[o])] += grad_out[o]  (windows may overlap, so positions accumulate)
+template <class I, class Decode>
+std::optional<int64_t> max_pool2d_scatter(const Tensor& grad_out, const Tensor& indices,
+                                          const MaxPoolBackwardPlan& mp, bool channels_last, const Decode& decode,
+                                          Tensor& gi) {
+  if (channels_last) return max_pool2d_scatter_nhwc<I>(grad_out, indices, mp, decode, gi);
+  const int64_t planes = mp.planes, per_out = mp.per_out, per_in = mp.per_in;
+  gi = new_tensor(mp.input_size, grad_out.dtype(), grad_out.device());
+  Tensor go = contiguous_cpu(grad_out), ix = contiguous_cpu(indices);
+  // Checked after the loop: an exception cannot leave a parallel region.
+  std::atomic<bool> any_bad{false};
+  std::atomic<int64_t> bad{0};
+  dispatch_floating_or_reduced(grad_out.dtype(), "max_pool2d_backward", [&]<class T>() {
+    using A = PoolAccum<T>;
+    const T* g = static_cast<const T*>(go.data_ptr());
+    const I* id = static_cast<const I*>(ix.data_ptr());
+    T* o = static_cast<T*>(gi.data_ptr());
+    int64_t grain = std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, per_in + per_out));
+    parallel_for(0, planes, grain, [&](int64_t b, int64_t e) {
+      AccumRow<T> acc(per_in);
+      for (int64_t pl = b; pl < e; ++pl) {
+        A* op_ = acc.begin(o + pl * per_in);
+        std::fill(op_, op_ + per_in, A(0));
+        const T* gp = g + pl * per_out;
+        const I* ip = id + pl * per_out;
+        for (int64_t i = 0; i < per_out; ++i) {
+          const int64_t k = decode.at(i)(ip[i]);
+          if (k < 0) [[unlikely]] {
+            bad.store(ip[i]);
+            any_bad.store(true);
+            continue;
+          }
+          op_[k] += static_cast<A>(gp[i]);
+        }
+        acc.finish(o + pl * per_in);
+      }
+    });
+  });
+  if (any_bad.load()) return bad.load();
+  return std::nullopt;
 }
 
 // ---- average ----
@@ -398,42 +505,22 @@ Tensor avg_pool2d_backward_nhwc(const PoolParams& p, const Tensor& grad_out, con
 // grad_input[plane][indices[o]] += grad_out[o]  (windows may overlap, so positions accumulate)
 Tensor max_pool2d_backward_cpu(const Tensor& grad_out, const Tensor& indices, const Shape& input_size,
                                bool channels_last) {
-  const char* op = "max_pool2d_backward";
   MaxPoolBackwardPlan mp = plan_max_pool2d_backward(grad_out, indices, input_size, channels_last);
-  int64_t planes = mp.planes, per_out = mp.per_out, per_in = mp.per_in;
-  if (channels_last) return max_pool2d_backward_nhwc(grad_out, indices, mp);
-  Tensor gi = new_tensor(input_size, grad_out.dtype(), grad_out.device());
-  Tensor go = contiguous_cpu(grad_out), ix = contiguous_cpu(indices);
-  // Checked after the loop: an exception cannot leave a parallel region.
-  std::atomic<bool> any_bad{false};
-  std::atomic<int64_t> bad{0};
-  dispatch_floating_or_reduced(grad_out.dtype(), op, [&]<class T>() {
-    using A = PoolAccum<T>;
-    const T* g = static_cast<const T*>(go.data_ptr());
-    const int64_t* id = ix.data_ptr<int64_t>();
-    T* o = static_cast<T*>(gi.data_ptr());
-    int64_t grain = std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, per_in + per_out));
-    parallel_for(0, planes, grain, [&](int64_t b, int64_t e) {
-      AccumRow<T> acc(per_in);
-      for (int64_t pl = b; pl < e; ++pl) {
-        A* op_ = acc.begin(o + pl * per_in);
-        std::fill(op_, op_ + per_in, A(0));
-        const T* gp = g + pl * per_out;
-        const int64_t* ip = id + pl * per_out;
-        for (int64_t i = 0; i < per_out; ++i) {
-          int64_t k = ip[i];
-          if (k < 0 || k >= per_in) [[unlikely]] {
-            bad.store(k);
-            any_bad.store(true);
-            continue;
-          }
-          op_[k] += static_cast<A>(gp[i]);
-        }
-        acc.finish(o + pl * per_in);
-      }
-    });
-  });
-  if (any_bad.load()) max_pool_bad_index_error(bad.load(), mp);
+  Tensor gi;
+  if (auto bad = max_pool2d_scatter<int64_t>(grad_out, indices, mp, channels_last, IndexDecode{mp.per_in}, gi))
+    max_pool_bad_index_error(*bad, mp);
+  return gi;
+}
+
+// The same scatter from uint8 window offsets (what max_pool2d saves under autograd).
+Tensor max_pool2d_offsets_backward_cpu(const Tensor& grad_out, const Tensor& offsets, const Shape& input_size,
+                                       const Shape& kernel_size, const Shape& stride, const Shape& padding,
+                                       const Shape& dilation, bool channels_last) {
+  MaxPoolOffsetsBackwardPlan p = plan_max_pool2d_offsets_backward(grad_out, offsets, input_size, kernel_size, stride,
+                                                                  padding, dilation, channels_last);
+  Tensor gi;
+  if (auto bad = max_pool2d_scatter<uint8_t>(grad_out, offsets, p.mp, channels_last, OffsetDecode(p.window), gi))
+    max_pool_bad_offset_error(*bad, p);
   return gi;
 }
 

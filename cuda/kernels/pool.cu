@@ -22,7 +22,7 @@ __device__ __forceinline__ T lowest_value() {
 // nothing above `lowest` reports the window's first in-bounds position.
 template <class T>
 __global__ void max_pool2d_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t* __restrict__ ind,
-                                  PoolGeometry g, int64_t total) {
+                                  uint8_t* __restrict__ off, PoolGeometry g, int64_t total) {
   for (int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; idx < total;
        idx += static_cast<int64_t>(blockDim.x) * gridDim.x) {
     const int64_t ow = idx % g.OW, oh = (idx / g.OW) % g.OH, pl = idx / (g.OW * g.OH);
@@ -33,6 +33,7 @@ __global__ void max_pool2d_kernel(const T* __restrict__ x, T* __restrict__ y, in
     while (ws < 0) ws += g.dw;
     T m = lowest_value<T>();
     int64_t best = hs * g.W + ws;
+    int64_t best_tap = (hs - h0) / g.dh * g.kw + (ws - w0) / g.dw;
     for (int64_t i = 0; i < g.kh; ++i) {
       const int64_t h = h0 + i * g.dh;
       if (h < 0 || h >= g.H) continue;
@@ -45,11 +46,13 @@ __global__ void max_pool2d_kernel(const T* __restrict__ x, T* __restrict__ y, in
         if (take) {
           m = v;
           best = h * g.W + w;
+          best_tap = i * g.kw + j;
         }
       }
     }
     y[idx] = m;
     if (ind) ind[idx] = best;
+    if (off) off[idx] = static_cast<uint8_t>(best_tap);
   }
 }
 
@@ -66,6 +69,25 @@ __global__ void max_pool2d_backward_kernel(const T* __restrict__ gy, const int64
       continue;
     }
     atomicAdd(&gx[(idx / per_out) * per_in + k], gy[idx]);
+  }
+}
+
+// The same scatter from window offsets: output idx's window origin plus the offset's (i * dh, j * dw).
+template <class T>
+__global__ void max_pool2d_offsets_backward_kernel(const T* __restrict__ gy, const uint8_t* __restrict__ off,
+                                                   T* __restrict__ gx, PoolGeometry g,
+                                                   unsigned long long* __restrict__ bad, int64_t total) {
+  for (int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; idx < total;
+       idx += static_cast<int64_t>(blockDim.x) * gridDim.x) {
+    const int64_t ow = idx % g.OW, oh = (idx / g.OW) % g.OH, pl = idx / (g.OW * g.OH);
+    const int64_t t = off[idx];
+    const int64_t h = oh * g.sh - g.ph + t / g.kw * g.dh, w = ow * g.sw - g.pw + t % g.kw * g.dw;
+    if (t >= g.kh * g.kw || h < 0 || h >= g.H || w < 0 || w >= g.W) {
+      atomicExch(&bad[1], static_cast<unsigned long long>(t));
+      atomicExch(&bad[0], 1ULL);
+      continue;
+    }
+    atomicAdd(&gx[pl * g.H * g.W + h * g.W + w], gy[idx]);
   }
 }
 
@@ -138,10 +160,10 @@ __global__ void avg_pool2d_backward_kernel(const T* __restrict__ gy, T* __restri
 }  // namespace
 
 template <class T>
-void launch_max_pool2d(const T* x, T* y, int64_t* ind, const PoolGeometry& g, cudaStream_t stream) {
+void launch_max_pool2d(const T* x, T* y, int64_t* ind, uint8_t* off, const PoolGeometry& g, cudaStream_t stream) {
   const int64_t total = g.planes * g.OH * g.OW;
   if (total == 0) return;
-  max_pool2d_kernel<T><<<blocks_for(total), kThreadsPerBlock, 0, stream>>>(x, y, ind, g, total);
+  max_pool2d_kernel<T><<<blocks_for(total), kThreadsPerBlock, 0, stream>>>(x, y, ind, off, g, total);
   check_launch("max_pool2d_kernel");
 }
 
@@ -153,6 +175,15 @@ void launch_max_pool2d_backward(const T* gy, const int64_t* ind, T* gx, int64_t 
   max_pool2d_backward_kernel<T>
       <<<blocks_for(total), kThreadsPerBlock, 0, stream>>>(gy, ind, gx, per_out, per_in, bad, total);
   check_launch("max_pool2d_backward_kernel");
+}
+
+template <class T>
+void launch_max_pool2d_offsets_backward(const T* gy, const uint8_t* off, T* gx, const PoolGeometry& g,
+                                        unsigned long long* bad, cudaStream_t stream) {
+  const int64_t total = g.planes * g.OH * g.OW;
+  if (total == 0) return;
+  max_pool2d_offsets_backward_kernel<T><<<blocks_for(total), kThreadsPerBlock, 0, stream>>>(gy, off, gx, g, bad, total);
+  check_launch("max_pool2d_offsets_backward_kernel");
 }
 
 template <class T>
@@ -172,9 +203,14 @@ void launch_avg_pool2d_backward(const T* gy, T* gx, const PoolGeometry& g, bool 
   check_launch("avg_pool2d_backward_kernel");
 }
 
-template void launch_max_pool2d<float>(const float*, float*, int64_t*, const PoolGeometry&, cudaStream_t);
-template void launch_max_pool2d<double>(const double*, double*, int64_t*, const PoolGeometry&, cudaStream_t);
-template void launch_max_pool2d<int64_t>(const int64_t*, int64_t*, int64_t*, const PoolGeometry&, cudaStream_t);
+template void launch_max_pool2d<float>(const float*, float*, int64_t*, uint8_t*, const PoolGeometry&, cudaStream_t);
+template void launch_max_pool2d<double>(const double*, double*, int64_t*, uint8_t*, const PoolGeometry&, cudaStream_t);
+template void launch_max_pool2d<int64_t>(const int64_t*, int64_t*, int64_t*, uint8_t*, const PoolGeometry&,
+                                         cudaStream_t);
+template void launch_max_pool2d_offsets_backward<float>(const float*, const uint8_t*, float*, const PoolGeometry&,
+                                                        unsigned long long*, cudaStream_t);
+template void launch_max_pool2d_offsets_backward<double>(const double*, const uint8_t*, double*, const PoolGeometry&,
+                                                         unsigned long long*, cudaStream_t);
 template void launch_max_pool2d_backward<float>(const float*, const int64_t*, float*, int64_t, int64_t, int64_t,
                                                 unsigned long long*, cudaStream_t);
 template void launch_max_pool2d_backward<double>(const double*, const int64_t*, double*, int64_t, int64_t, int64_t,

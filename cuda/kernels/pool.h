@@ -15,10 +15,11 @@ struct PoolGeometry {
   int64_t kh, kw, sh, sw, ph, pw, dh, dw;
 };
 
-// y (and ind, when not null: the flat h*W + w position of the max in its input plane) from x.
-// T is float, double or int64_t.
+// y (and ind, when not null: the flat h*W + w position of the max in its input plane; off, when
+// not null: its offset i * kw + j in its window, kh * kw <= 256) from x. T is float, double or
+// int64_t.
 template <class T>
-void launch_max_pool2d(const T* x, T* y, int64_t* ind, const PoolGeometry& g, cudaStream_t stream);
+void launch_max_pool2d(const T* x, T* y, int64_t* ind, uint8_t* off, const PoolGeometry& g, cudaStream_t stream);
 
 // gx [planes, per_in] must be zeroed by the caller; adds gy[pl, o] at gx[pl, ind[pl, o]] with
 // atomics (windows overlap and the indices are data). An index outside [0, per_in) is skipped
@@ -26,6 +27,13 @@ void launch_max_pool2d(const T* x, T* y, int64_t* ind, const PoolGeometry& g, cu
 template <class T>
 void launch_max_pool2d_backward(const T* gy, const int64_t* ind, T* gx, int64_t planes, int64_t per_out,
                                 int64_t per_in, unsigned long long* bad, cudaStream_t stream);
+
+// The same scatter from window offsets (g.OH, g.OW: grad_out's spatial size): gy[pl, o] goes to
+// o's window origin plus (i * dh, j * dw) for offset i * kw + j. An offset outside the window or
+// the plane is skipped and reported in bad as above. T is float or double.
+template <class T>
+void launch_max_pool2d_offsets_backward(const T* gy, const uint8_t* off, T* gx, const PoolGeometry& g,
+                                        unsigned long long* bad, cudaStream_t stream);
 
 // T is float or double (dilation is 1 for average pooling).
 template <class T>

@@ -493,12 +493,16 @@ const std::vector<Case>& cases() {
     // Max pooling's gradient goes to the argmax: distinct values only (no expand).
     const std::vector<std::vector<In>> img = {{f({2, 3, 9, 9}).no_expand()}, {f({8, 32, 28, 28}).no_expand()}};
     add({"conv_pool", "max_pool2d", img, [](Tensors& x, Device) {
+           // graft::max_pool2d saves window offsets; max_pool2d_with_indices' backward reads indices.
            return Tensors{graft::max_pool2d(x[0], {2, 2}), graft::max_pool2d(x[0], {3, 3}, {2, 2}, {1, 1}),
+                          graft::max_pool2d_with_indices(x[0], {3, 3}, {2, 2}, {1, 1})[0],
                           graft::max_pool2d(x[0], {2, 2}, {1, 1}, {0, 0}, {2, 2}), graft::max_pool2d(x[0], {2, 2}, {2, 2}, {0, 0}, {1, 1}, true)};
          }});
     add({"conv_pool", "max_pool2d ops", img, [](Tensors& x, Device) {
            auto r = ops::max_pool2d_with_indices(x[0], {3, 3}, {2, 2}, {1, 1});
-           return Tensors{r[0], r[1], ops::max_pool2d(x[0], {3, 3}, {2, 2}, {1, 1}), ops::max_pool2d(x[0], {2, 2}, {1, 1}, {0, 0}, {2, 2}, true)};
+           auto o = ops::_max_pool2d_with_offsets(x[0], {3, 3}, {2, 2}, {1, 1});
+           return Tensors{r[0], r[1], o[0], o[1], ops::max_pool2d(x[0], {3, 3}, {2, 2}, {1, 1}),
+                          ops::max_pool2d(x[0], {2, 2}, {1, 1}, {0, 0}, {2, 2}, true)};
          }});
     add({"conv_pool", "avg_pool2d", {{f({2, 3, 9, 9})}, {f({8, 32, 28, 28})}}, [](Tensors& x, Device) {
            return Tensors{graft::avg_pool2d(x[0], {2, 2}), graft::avg_pool2d(x[0], {3, 3}, {2, 2}, {1, 1}, false, false),

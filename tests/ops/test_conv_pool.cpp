@@ -414,6 +414,116 @@ TEST_CASE("max_pool2d's autograd node saves the indices, not the input") {
   }
 }
 
+TEST_CASE("max_pool2d's autograd node saves one uint8 window offset per output") {
+  // An eighth of the int64 indices' bytes: for a CNN's first pool at batch 128, 0.77 MiB where the
+  // indices took 6.1 MiB.
+  Tensor x = randn({2, 3, 6, 6}).requires_grad_();
+  std::vector<Tensor> saved;
+  Tensor y;
+  {
+    autograd::SavedTensorsHooks hooks([&](const Tensor& t) -> std::any { saved.push_back(t); return t; },
+                                      [](const std::any& a) { return std::any_cast<Tensor>(a); });
+    y = max_pool2d(x, {2, 2});
+  }
+  REQUIRE(saved.size() == 1);
+  CHECK(saved[0].dtype() == kUInt8);
+  CHECK(saved[0].sizes() == y.sizes());
+  CHECK(y.grad_fn()->name() == "MaxPool2DWithIndicesBackward");
+  // A window of more than 256 positions has no uint8 offset: max_pool2d saves int64 indices there.
+  Tensor big = randn({1, 1, 17, 17}).requires_grad_();
+  saved.clear();
+  {
+    autograd::SavedTensorsHooks hooks([&](const Tensor& t) -> std::any { saved.push_back(t); return t; },
+                                      [](const std::any& a) { return std::any_cast<Tensor>(a); });
+    y = max_pool2d(big, {17, 17});
+  }
+  REQUIRE(saved.size() == 1);
+  CHECK(saved[0].dtype() == kInt64);
+  CHECK(values(autograd::grad({y.sum()}, {big})[0]) ==
+        values(ops::max_pool2d_backward(ops::ones({1, 1, 1, 1}), ops::max_pool2d_with_indices(big.detach(), {17, 17})[1],
+                                        big.sizes(), false)));
+  CHECK_THROWS_WITH(ops::_max_pool2d_with_offsets(big.detach(), {17, 17}),
+                    Catch::Contains("a 17 x 17 window has 289 positions, more than a uint8 offset names (256)"));
+}
+
+TEST_CASE("window offsets name the indices' winners, and their backward gives the same bits") {
+  struct Case {
+    Shape in, k, s, p, d;
+    bool ceil;
+  };
+  const std::vector<Case> cases = {
+      {{2, 3, 8, 8}, {2, 2}, {2, 2}, {0, 0}, {1, 1}, false},  // the CNN's pool
+      {{2, 2, 7, 9}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, true},   // overlapping, padded, ceil
+      {{1, 3, 9, 8}, {2, 3}, {1, 2}, {1, 1}, {2, 1}, false},  // dilated, rectangular
+      {{2, 4, 1, 1}, {2, 2}, {1, 1}, {1, 1}, {1, 1}, false},  // 1x1 planes: windows mostly padding
+      {{3, 5, 5}, {16, 16}, {1, 1}, {8, 8}, {1, 1}, false},   // unbatched, 256 positions
+  };
+  for (const Case& c : cases)
+    for (DType dt : {kFloat32, kFloat64, kBFloat16})
+      for (MemoryFormat f : {MemoryFormat::Contiguous, MemoryFormat::ChannelsLast}) {
+        if (f == MemoryFormat::ChannelsLast && c.in.size() != 4) continue;
+        INFO("input " << shape_str(c.in) << " kernel " << shape_str(c.k) << " " << dtype_name(dt)
+                      << (f == MemoryFormat::ChannelsLast ? " channels-last" : ""));
+        // Small integers, so windows hold ties (the first in scan order wins); one NaN; one -inf
+        // plane, whose windows have nothing above -inf (the first valid position wins).
+        Tensor x = ops::randint(-3, 4, c.in, kFloat32);
+        {
+          NoGradGuard g;
+          x.view({-1})[1].fill_(std::nan(""));
+          x.select(c.in.size() == 4 ? 1 : 0, 1).fill_(-std::numeric_limits<double>::infinity());
+        }
+        x = x.to(dt).contiguous(f);
+        auto ri = ops::max_pool2d_with_indices(x, c.k, c.s, c.p, c.d, c.ceil);
+        auto ro = ops::_max_pool2d_with_offsets(x, c.k, c.s, c.p, c.d, c.ceil);
+        REQUIRE(ro[1].dtype() == kUInt8);
+        REQUIRE(ro[1].sizes() == ri[1].sizes());
+        CHECK(ro[0].strides() == ri[0].strides());
+        CHECK(ro[1].strides() == ri[1].strides());
+        std::vector<double> vi = values(ri[0]), vo = values(ro[0]);
+        for (size_t i = 0; i < vi.size(); ++i) CHECK(((std::isnan(vi[i]) && std::isnan(vo[i])) || vi[i] == vo[i]));
+        // Each offset, decoded by hand against its window, is the index.
+        const int64_t nd = x.dim(), OH = ri[1].size(nd - 2), OW = ri[1].size(nd - 1), W = c.in[nd - 1];
+        const int64_t kw = c.k[1], sh = c.s[0], sw = c.s[1], ph = c.p[0], pw = c.p[1], dh = c.d[0], dw = c.d[1];
+        std::vector<int64_t> ind = ri[1].contiguous().to_vector<int64_t>();
+        std::vector<double> off = values(ro[1].contiguous());
+        for (size_t o = 0; o < ind.size(); ++o) {
+          const int64_t t = static_cast<int64_t>(off[o]), oh = static_cast<int64_t>(o) / OW % OH,
+                        ow = static_cast<int64_t>(o) % OW;
+          CHECK((oh * sh - ph + t / kw * dh) * W + ow * sw - pw + t % kw * dw == ind[o]);
+        }
+        Tensor gy = randn(ri[0].sizes()).to(dt);
+        const bool cl = f == MemoryFormat::ChannelsLast;
+        Tensor gi = ops::max_pool2d_backward(gy, ri[1], x.sizes(), cl);
+        Tensor go = ops::_max_pool2d_offsets_backward(gy, ro[1], x.sizes(), c.k, c.s, c.p, c.d, cl);
+        CHECK(go.strides() == gi.strides());
+        CHECK(values(go) == values(gi));
+      }
+}
+
+TEST_CASE("_max_pool2d_offsets_backward rejects offsets outside their window and mismatched arguments") {
+  const Shape x{1, 1, 4, 4};
+  auto off = [](std::vector<double> v) { return ops::to_dtype(tensor(v, {1, 1, 2, 2}), kUInt8); };
+  const Tensor g = ops::ones({1, 1, 2, 2});
+  CHECK(values(ops::_max_pool2d_offsets_backward(g, off({0, 1, 2, 3}), x, {2, 2}, {2, 2}, {0, 0}, {1, 1}, false)) ==
+        std::vector<double>{1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 1});
+  CHECK_THROWS_WITH(ops::_max_pool2d_offsets_backward(g, off({0, 4, 0, 0}), x, {2, 2}, {2, 2}, {0, 0}, {1, 1}, false),
+                    Catch::Contains("_max_pool2d_offsets_backward: offset 4 is outside its 2 x 2 window or the input "
+                                    "plane of 4 x 4 (input [1, 1, 4, 4])"));
+  // Offset 0 of a padded window's top-left output lies in the padding.
+  CHECK_THROWS_WITH(ops::_max_pool2d_offsets_backward(ops::ones({1, 1, 3, 3}), ops::zeros({1, 1, 3, 3}, kUInt8), x,
+                                                      {2, 2}, {2, 2}, {1, 1}, {1, 1}, true),
+                    Catch::Contains("offset 0 is outside"));
+  CHECK_THROWS_WITH(ops::_max_pool2d_offsets_backward(g, ops::zeros({1, 1, 2, 2}, kInt64), x, {2, 2}, {2, 2}, {0, 0},
+                                                      {1, 1}, false),
+                    Catch::Contains("expected uint8 window offsets, got [1, 1, 2, 2] int64"));
+  CHECK_THROWS_WITH(ops::_max_pool2d_offsets_backward(g, off({0, 0, 0, 0}), x, {2, 2}, {1, 1}, {0, 0}, {1, 1}, false),
+                    Catch::Contains("grad_out [1, 1, 2, 2] is not the pooled size of input [1, 1, 4, 4] for "
+                                    "kernel_size [2, 2], stride [1, 1]"));
+  CHECK_THROWS_WITH(ops::_max_pool2d_offsets_backward(ops::ones({1, 1, 2, 1}), off({0, 0, 0, 0}), x, {2, 2}, {2, 2},
+                                                      {0, 0}, {1, 1}, false),
+                    Catch::Contains("must have the same shape"));
+}
+
 TEST_CASE("avg_pool2d matches a direct loop with and without counting padding") {
   for (const Pool& p0 : pool_cases()) {
     if (p0.dh != 1 || p0.dw != 1) continue;  // average pooling has no dilation

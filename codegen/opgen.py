@@ -1092,10 +1092,12 @@ def gen_wrapper_body(op: Op, types: Types, plan: RulePlan, call: str) -> list[st
             out.append("  }")
         out.append(f"  {call};")
         out.append("  if (n) {")
-        if saves_result:
-            out.append(f"    n->save(n->saved.result, ops::clone({self_}), true{save_tolerance(op, 'result')});")
         out.append(f"    n->add_input_metadata({self_});")
         out.append(f"    rebase_history({self_}, n);")
+        # self is now the node's output: saved as one (no copy, and no reference cycle), at the
+        # version the kernel left, so a later in-place write is caught at unpack, as in PyTorch.
+        if saves_result:
+            out.append(f"    n->save(n->saved.result, {self_}, true{save_tolerance(op, 'result')});")
         out.append("  }")
         out.append(f"  return {self_};")
         return out

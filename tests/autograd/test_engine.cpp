@@ -68,6 +68,29 @@ TEST_CASE("an in-place write to a saved tensor is detected with the node and ver
                                                         "version 0 instead"));
 }
 
+TEST_CASE("an in-place op saves its result without a copy, and a later write to it is caught") {
+  // As PyTorch: relu_ saves self as its output, so the save shares the activation's memory (a CNN's
+  // in-place ReLU holds one buffer, not two), and the version check guards it.
+  Tensor a = leaf({1, -2, 3}, {3});
+  Tensor x = a.to(kFloat32) * 1;
+  const void* data = x.data_ptr();
+  std::vector<const void*> saved;
+  {
+    autograd::SavedTensorsHooks hooks([&](const Tensor& t) -> std::any { saved.push_back(t.data_ptr()); return t; },
+                                      [](const std::any& p) { return std::any_cast<Tensor>(p); });
+    x.relu_();
+  }
+  CHECK(saved == std::vector<const void*>{data});
+  x.sum().backward();
+  CHECK(vals(a.grad()) == std::vector<double>{1, 0, 1});
+  Tensor y = a.to(kFloat32) * 1;
+  y.relu_();
+  y.mul_(2);
+  CHECK_THROWS_WITH(y.sum().backward(), Catch::Contains("modified by an inplace operation: [Float [3]], which is "
+                                                        "output 0 of ReluBackward, is at version 2; expected "
+                                                        "version 1 instead"));
+}
+
 TEST_CASE("an implicit gradient needs a scalar output") {
   Tensor a = leaf({1, 2}, {2});
   CHECK_THROWS_WITH((a * 2).backward(), Catch::Contains("grad can be implicitly created only for scalar outputs"));

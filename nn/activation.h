@@ -9,6 +9,10 @@ namespace graft::nn {
 class ReLU : public Module {
  public:
   Tensor forward(const Tensor& input) override;
+  // relu_ on an input nothing else sees (is_sole_owner), as PyTorch's ReLU(inplace=True) but
+  // chosen per call: a CNN's conv output then becomes the ReLU's output without a second buffer.
+  Tensor forward_owned(Tensor&& input) override;
+  bool works_in_place() const override { return true; }
   std::string name() const override { return "ReLU"; }
 };
 

@@ -72,15 +72,20 @@ double forward_seconds(const std::vector<LayerProfile>& L, int first, int last) 
 
 // Invariants 2-5 over a run of steps, with `base` bytes held before it and the run's input boundary
 // held or not. peak_bytes is absolute (includes base).
+// Whether a kept or compressed layer writes its output over its input (invariant 11).
+bool over_input(const LayerProfile& f, int flag, bool top) { return top && f.in_place && flag != kHeld; }
+
 // Invariant 9: what a step holds at its largest point in forward, above what the steps before it
-// hold, with the boundary before it in state `flag`.
-int64_t forward_bytes(const std::vector<LayerProfile>& L, const PlanStep& s, int flag) {
+// hold, with the boundary before it in state `flag`; `top`: a step of the plan itself, not of a
+// segment's re-run.
+int64_t forward_bytes(const std::vector<LayerProfile>& L, const PlanStep& s, int flag, bool top) {
   const LayerProfile& f = L[static_cast<size_t>(s.first)];
   const int64_t in = flag == kHeld ? 0 : f.input_bytes;
+  const int64_t out = over_input(f, flag, top) ? 0 : f.output_bytes;
   switch (s.kind) {
-    case StepKind::Keep:
+    case StepKind::Keep: return in + f.own_bytes + out;
     case StepKind::Offload: return in + f.own_bytes + f.output_bytes;
-    case StepKind::Compress: return in + f.own_bytes + f.output_bytes + f.codecs[static_cast<size_t>(s.codec)].held_bytes;
+    case StepKind::Compress: return in + f.own_bytes + out + f.codecs[static_cast<size_t>(s.codec)].held_bytes;
     case StepKind::Segment: {
       int64_t inside = 0;
       for (int j = s.first; j <= s.last; ++j) {
@@ -101,7 +106,7 @@ int64_t grads_after(const std::vector<LayerProfile>& L, int layer) {
 }
 
 PlanCost eval_range(const std::vector<LayerProfile>& L, const std::vector<PlanStep>& steps, int64_t base,
-                    bool input_held, int64_t forward_extra) {
+                    bool input_held, int64_t forward_extra, bool top) {
   std::vector<int64_t> added(steps.size());
   std::vector<int> before(steps.size());
   int flag = input_held ? kHeld : kNotHeld;
@@ -115,7 +120,7 @@ PlanCost eval_range(const std::vector<LayerProfile>& L, const std::vector<PlanSt
   for (size_t k = 0; k < steps.size(); ++k) {
     const PlanStep& s = steps[k];
     // Forward (invariant 9), then the step's backward.
-    c.peak_bytes = std::max(c.peak_bytes, prefix + forward_extra + forward_bytes(L, s, before[k]));
+    c.peak_bytes = std::max(c.peak_bytes, prefix + forward_extra + forward_bytes(L, s, before[k], top));
     int64_t at = prefix + added[k];
     const LayerProfile& f = L[static_cast<size_t>(s.first)];
     const int64_t g = grads_after(L, s.last);  // invariant 10
@@ -133,7 +138,7 @@ PlanCost eval_range(const std::vector<LayerProfile>& L, const std::vector<PlanSt
       case StepKind::Segment: {
         // The re-run's forward happens with the gradient of the segment's output waiting.
         PlanCost inner = eval_range(L, s.inner.empty() ? all_kept(s.first, s.last) : s.inner, at, true,
-                                    L[static_cast<size_t>(s.last)].output_bytes + g);
+                                    L[static_cast<size_t>(s.last)].output_bytes + g, /*top=*/false);
         p = inner.peak_bytes;
         c.extra_seconds += forward_seconds(L, s.first, s.last) + inner.extra_seconds;
         break;
@@ -208,6 +213,7 @@ class Search {
     for (const auto& l : L) {
       fwd_[0].push_back(units(l.input_bytes + l.own_bytes + l.output_bytes));
       fwd_[1].push_back(units(l.own_bytes + l.output_bytes));
+      fwd_over_input_.push_back(units(l.input_bytes + l.own_bytes));
       output_units_.push_back(units(l.output_bytes + grads_after(L, static_cast<int>(&l - L.data()))));
     }
     out_units_ = units(L.back().output_bytes);
@@ -235,7 +241,9 @@ class Search {
     // re-run the gradient of the segment's output waits.
     const int fx = top ? -out_units_ : output_units_[static_cast<size_t>(last)];
     const int fwd = fwd_[flag == kHeld][static_cast<size_t>(pos)] + fx;
-    if (share + grad_[pos] <= r && fwd <= r) {
+    // Kept or compressed, it may write over its input (invariant 11); offloaded, it does not.
+    const int fwd_kept = over_input(f, flag, top) ? fwd_over_input_[static_cast<size_t>(pos)] + fx : fwd;
+    if (share + grad_[pos] <= r && fwd_kept <= r) {
       float c = solve(pos + 1, last, r - share, keep_flag, top);
       if (c < best) best = c, pick = 1;
     }
@@ -245,7 +253,7 @@ class Search {
     }
     for (size_t k = 0; top && k < f.codecs.size(); ++k) {
       const int held = codec_share(pos, static_cast<int>(k), flag);
-      if (held + codec_bwd_[pos][k] > r || fwd + codec_held_[pos][k] > r) continue;
+      if (held + codec_bwd_[pos][k] > r || fwd_kept + codec_held_[pos][k] > r) continue;
       const int next = f.codecs[k].shares_output ? kPackedBy + static_cast<int>(k) : kNotHeld;
       float c = static_cast<float>(f.codecs[k].seconds) + solve(pos + 1, last, r - held, next, top);
       if (c < best) best = c, pick = kCodecPick + static_cast<int>(k);
@@ -331,6 +339,7 @@ class Search {
   std::vector<uint16_t> choice_;
   std::vector<int> keep_share_[2], grad_, saved_, input_;
   std::vector<int> fwd_[2], output_units_;  // invariant 9: a layer's forward (input not held / held)
+  std::vector<int> fwd_over_input_;         // invariant 11: its forward, written over its input
   int out_units_ = 0;                        // the chain's output (invariant 8)
   int last_keep_share_[2] = {0, 0};
   std::vector<std::vector<int>> codec_held_, codec_input_, codec_bwd_;
@@ -351,9 +360,9 @@ PlanCost evaluate_plan(const std::vector<LayerProfile>& layers, const std::vecto
       layers.back().saves_output) {
     std::vector<LayerProfile> l2 = layers;
     l2.back().saves_output = false;
-    c = eval_range(l2, steps, out, /*input_held=*/true, -out);
+    c = eval_range(l2, steps, out, /*input_held=*/true, -out, /*top=*/true);
   } else {
-    c = eval_range(layers, steps, out, /*input_held=*/true, -out);  // no output yet in forward
+    c = eval_range(layers, steps, out, /*input_held=*/true, -out, /*top=*/true);  // no output yet in forward
   }
   c.held_bytes += out;
   return c;

@@ -50,6 +50,12 @@
 // 10. A step whose gradients start as none (zero_grad(set_to_none), as graft train runs) makes
 //    each layer's parameter gradients in its backward and holds them to the step's end: at a
 //    layer's backward, and in a segment's re-run, the gradients of every layer after it are held.
+// 11. A layer that works in place (`in_place`: nn::Module::works_in_place, ReLU), kept or
+//    compressed by a step of the plan itself, writes its output over its input where that input is
+//    not held in full (no neighbour saved it and it starts no segment; run_plan hands it over by
+//    Module::call_owned): its forward then holds the one buffer. Offloaded, or in a segment's
+//    re-run, it runs out of place like any layer. Backward is unchanged: the layer saves the same
+//    tensor either way.
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -64,6 +70,7 @@ struct LayerProfile {
   int64_t output_bytes = 0;  // its output boundary
   bool saves_input = false;
   bool saves_output = false;
+  bool in_place = false;  // invariant 11
   // The peak of its backward above what is held when it starts (invariant 3); < 0: not measured.
   int64_t backward_bytes = -1;
   // Its parameters' gradients, made by its backward and held to the end of the step (invariant

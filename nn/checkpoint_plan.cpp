@@ -211,7 +211,8 @@ void measure_rows(Sequential& model, const Tensor& input, const std::vector<auto
     }
     if (!codecs.empty()) measure_codecs(*model[i], x, i > 0, codecs, L[i]);
     autograd::NoGradGuard ng;
-    x = (*model[i])(x);
+    // Passed on as run_plan passes it, so a layer that works in place does so here too.
+    x = model[i]->call_owned(std::move(x));
   }
 }
 
@@ -338,14 +339,17 @@ std::vector<LayerProfile> measure(Sequential& model, const Tensor& input, const 
       const size_t first_save = saved.size();
       in_st[i] = key(x);
       L[i].input_bytes = storage_bytes(x);
-      Tensor y = (*model[i])(x);
+      // Passed on as run_plan passes it: a layer that works in place writes over x here too, so
+      // this pass holds one buffer where the plan does. Its saves of that storage are of its output.
+      Tensor y = model[i]->call_owned(std::move(x));
       out_st[i] = key(y);
       L[i].output_bytes = storage_bytes(y);
+      const bool wrote_over = model[i]->works_in_place() && same(in_st[i], out_st[i]);
       // This layer's saves, classified now, while both boundaries are alive.
       for (size_t k = first_save; k < saved.size(); ++k) {
         Saved& s = saved[k];
         if (params.count(s.storage)) s.bytes = -1;
-        else if (same(s.storage, in_st[i])) L[i].saves_input = true, s.bytes = -1;
+        else if (!wrote_over && same(s.storage, in_st[i])) L[i].saves_input = true, s.bytes = -1;
         else if (same(s.storage, out_st[i])) L[i].saves_output = true, s.bytes = -1;
       }
       x = y;
@@ -364,9 +368,14 @@ std::vector<LayerProfile> measure(Sequential& model, const Tensor& input, const 
     autograd::EnableGradGuard eg;
     Tensor x = input;
     for (size_t i = 0; i < n; ++i) {
-      Tensor in = i == 0 ? x : x.detach().requires_grad_(true);
+      // A layer that works in place runs so on the boundary itself (a leaf that requires grad
+      // cannot be written in place, and a copy would hold a second buffer): its time then leaves
+      // out recording its node, a few microseconds.
+      const bool over = i > 0 && model[i]->works_in_place();
+      Tensor in = i == 0 || over ? x : x.detach().requires_grad_(true);
+      if (over) x = Tensor();
       auto t0 = Clock::now();
-      Tensor y = (*model[i])(in);
+      Tensor y = over ? model[i]->call_owned(std::move(in)) : (*model[i])(in);
       double t = seconds_since(t0);
       L[i].forward_seconds = rep == 0 ? t : std::min(L[i].forward_seconds, t);
       x = y.detach();
@@ -383,7 +392,10 @@ std::vector<LayerProfile> measure(Sequential& model, const Tensor& input, const 
       l.offload_seconds = spb * static_cast<double>(l.own_bytes + (l.saves_input ? l.input_bytes : 0) +
                                                     (l.saves_output ? l.output_bytes : 0));
   }
-  for (size_t i = 0; i < n; ++i) L[i].name = std::to_string(i) + ": " + model[i]->name();
+  for (size_t i = 0; i < n; ++i) {
+    L[i].name = std::to_string(i) + ": " + model[i]->name();
+    L[i].in_place = model[i]->works_in_place();
+  }
   return L;
 }
 
@@ -403,8 +415,10 @@ void mark(const std::vector<PlanStep>& steps, int depth, CheckpointPlan& p) {
     if (s.kind == StepKind::Segment) mark(s.inner, depth + 1, p);
 }
 
+// `top`: the plan's own steps, not a segment's re-run. There a kept or compressed layer gets its
+// input by call_owned, so a layer that works in place may reuse it (budget_solver.h, invariant 11).
 Tensor run_steps(const Modules& mods, const std::shared_ptr<const std::vector<PlanStep>>& steps, Tensor x,
-                 const BudgetOptions& o) {
+                 const BudgetOptions& o, bool top) {
   // Neighbours compressed by the same codec share one scope, so a boundary both save is packed once
   // (budget_solver.h, invariant 7).
   std::optional<autograd::CompressSaved> compress;
@@ -415,7 +429,11 @@ Tensor run_steps(const Modules& mods, const std::shared_ptr<const std::vector<Pl
       compress_codec = -1;
     }
     switch (s.kind) {
-      case StepKind::Keep: x = (*(*mods)[static_cast<size_t>(s.first)])(x); break;
+      case StepKind::Keep: {
+        Module& m = *(*mods)[static_cast<size_t>(s.first)];
+        x = top ? m.call_owned(std::move(x)) : m(x);
+        break;
+      }
       case StepKind::Offload: {
         auto hooks = offload_hooks(x, o);
         x = (*(*mods)[static_cast<size_t>(s.first)])(x);
@@ -426,7 +444,8 @@ Tensor run_steps(const Modules& mods, const std::shared_ptr<const std::vector<Pl
           compress.emplace(autograd::CompressOptions{.codec = o.codecs[static_cast<size_t>(s.codec)]});
           compress_codec = s.codec;
         }
-        x = (*(*mods)[static_cast<size_t>(s.first)])(x);
+        Module& m = *(*mods)[static_cast<size_t>(s.first)];
+        x = top ? m.call_owned(std::move(x)) : m(x);
         break;
       }
       case StepKind::Segment: {
@@ -435,7 +454,7 @@ Tensor run_steps(const Modules& mods, const std::shared_ptr<const std::vector<Pl
         int first = s.first, last = s.last;
         x = autograd::checkpoint(
             [mods, inner, first, last, o](const Tensor& in) {
-              if (!inner->empty()) return run_steps(mods, inner, in, o);
+              if (!inner->empty()) return run_steps(mods, inner, in, o, /*top=*/false);
               Tensor h = in;
               for (int i = first; i <= last; ++i) h = (*(*mods)[static_cast<size_t>(i)])(h);
               return h;
@@ -557,7 +576,8 @@ Tensor run_plan(Sequential& model, const CheckpointPlan& plan, const Tensor& inp
   GRAFT_CHECK(plan.layers.size() == model.size(), "run_plan: the plan has ", plan.layers.size(),
               " layers but the model has ", model.size());
   auto mods = std::make_shared<const std::vector<std::shared_ptr<Module>>>(model.begin(), model.end());
-  return run_steps(mods, std::make_shared<const std::vector<PlanStep>>(plan.steps), input, plan.options);
+  return run_steps(mods, std::make_shared<const std::vector<PlanStep>>(plan.steps), input, plan.options,
+                   /*top=*/true);
 }
 
 std::string CheckpointPlan::table() const {

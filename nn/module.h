@@ -106,6 +106,11 @@ class OrderedDict {
 
 using StateDict = OrderedDict<Tensor>;
 
+// Whether writing over `t` in place is invisible: no other Tensor, view or saved variable shares
+// its TensorImpl or storage, it is no view and no leaf that requires grad, and it keeps no grad
+// (retain_grad). An activation passed on by Sequential is; a caller's input is not.
+bool is_sole_owner(const Tensor& t);
+
 class Module : public std::enable_shared_from_this<Module> {
  public:
   Module() = default;
@@ -120,6 +125,17 @@ class Module : public std::enable_shared_from_this<Module> {
   // full backward hooks' routing nodes); without hooks it is forward(input) and nothing else.
   // Containers call their children through it so the children's hooks fire.
   Tensor operator()(const Tensor& input);
+  // operator() on an input the caller gives up, as Sequential hands each child's output to the
+  // next: a module that works in place (works_in_place()) then writes its output over the input
+  // when nothing else can see it (is_sole_owner), which saves one activation-sized buffer while
+  // the layer runs. The values and gradients are forward(input)'s. With hooks it is operator():
+  // a hook may keep the input.
+  Tensor call_owned(Tensor&& input);
+  // Whether forward_owned may compute in place (ReLU); the memory planner models it
+  // (nn/budget_solver.h, invariant 11).
+  virtual bool works_in_place() const { return false; }
+  // What call_owned runs without hooks; the default is forward(input).
+  virtual Tensor forward_owned(Tensor&& input);
 
   // ---- hooks (torch.nn.Module's; libtorch has none). Each returns a handle; removal is by handle.
   // A hook may return void, or std::optional<std::vector<Tensor>> to replace what it was given.

@@ -75,6 +75,20 @@ variable_list call_backward_hooks(CallState& st, variable_list grad_input) {
 
 }  // namespace
 
+bool is_sole_owner(const Tensor& t) {
+  if (!t.defined() || t.impl_ptr().use_count() != 1 || t.impl()->storage().use_count() != 1) return false;
+  const autograd::AutogradMeta* m = autograd::get_meta(t);
+  return m == nullptr || (!m->is_view_ && !m->requires_grad_ && !m->retains_grad_);
+}
+
+Tensor Module::forward_owned(Tensor&& input) { return forward(input); }
+
+Tensor Module::call_owned(Tensor&& input) {
+  if (forward_pre_hooks_.empty() && forward_hooks_.empty() && backward_hooks_.empty()) [[likely]]
+    return forward_owned(std::move(input));
+  return (*this)(input);
+}
+
 Tensor Module::operator()(const Tensor& input) {
   if (forward_pre_hooks_.empty() && forward_hooks_.empty() && backward_hooks_.empty()) [[likely]]
     return forward(input);

@@ -20,8 +20,10 @@ const std::shared_ptr<Module>& Sequential::operator[](size_t i) const {
 }
 
 Tensor Sequential::forward(const Tensor& input) {
+  // Each child's output is passed on, not kept: a child that works in place may reuse it (the
+  // first child's input is the caller's, so it never is).
   Tensor x = input;
-  for (auto& m : modules_) x = (*m)(x);
+  for (auto& m : modules_) x = m->call_owned(std::move(x));
   return x;
 }
 

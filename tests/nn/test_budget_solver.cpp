@@ -173,3 +173,35 @@ TEST_CASE("budget solver: nested segments reach peaks that checkpoint_sequential
   for (const auto& s : p.steps) nested = nested || (s.kind == StepKind::Segment && !s.inner.empty());
   CHECK(nested);
 }
+
+TEST_CASE("budget solver: a layer that works in place holds one buffer at its forward, at the top level only") {
+  // conv -> relu -> pool, as a CNN's first stage: the relu's input and output are the large
+  // boundary (10b); its save is a small mask; backwards are measured and small (relu's in place).
+  const int64_t b = 1000;
+  std::vector<LayerProfile> L(3);
+  L[0].input_bytes = b, L[0].output_bytes = 10 * b, L[0].saves_input = true, L[0].backward_bytes = 10 * b;
+  L[1].input_bytes = L[1].output_bytes = 10 * b, L[1].own_bytes = b / 4, L[1].backward_bytes = 10 * b;
+  L[2].input_bytes = 10 * b, L[2].output_bytes = b, L[2].own_bytes = b / 2, L[2].backward_bytes = 11 * b;
+  for (auto& l : L) l.forward_seconds = 1e-3;
+  const std::vector<PlanStep> keep = sequential_plan(3, 1);
+  const std::vector<PlanStep> segment = {{StepKind::Segment, 0, 2, {}}};
+  const PlanCost out_of_place = evaluate_plan(L, keep), seg_before = evaluate_plan(L, segment);
+  // Out of place, relu's forward is the peak: its input, its mask and its output.
+  CHECK(out_of_place.peak_bytes == 10 * b + b / 4 + 10 * b);
+  L[1].in_place = true;
+  const PlanCost in_place = evaluate_plan(L, keep);
+  // In place the forward holds one buffer, and pool's backward (held: masks and the caller's
+  // output; its 11b working set) becomes the peak.
+  CHECK(in_place.peak_bytes == b / 4 + b / 2 + b + 11 * b);
+  CHECK(in_place.held_bytes == out_of_place.held_bytes);  // the same saves either way
+  // A segment's re-run runs its layers out of place (run_plan hands over only the plan's own steps).
+  CHECK(evaluate_plan(L, segment).peak_bytes == seg_before.peak_bytes);
+  // The search sees it: in place, keeping everything fits a budget that out of place needs a
+  // recompute for.
+  SolvedPlan p = solve_plan(L, in_place.peak_bytes, 1 << 12);
+  REQUIRE(p.cost.peak_bytes >= 0);
+  CHECK(p.cost.extra_seconds == 0);
+  L[1].in_place = false;
+  SolvedPlan q = solve_plan(L, in_place.peak_bytes, 1 << 12);
+  CHECK((q.cost.peak_bytes < 0 || q.cost.extra_seconds > 0));
+}

@@ -228,7 +228,7 @@ TEST_CASE("the codec check also covers weights a layer captures instead of regis
 
 TEST_CASE("a whole-step budget on a small channels-last CNN: gradients start as none, the peak is predicted and kept") {
   // As graft train runs a step: parameters' gradients made by backward (zero_grad(set_to_none)),
-  // relu's in-place backward, channels-last activations. The plan's prediction covers all of it.
+  // relu in place forward and backward, channels-last activations. The plan's prediction covers all of it.
   manual_seed(4);
   auto m = std::make_shared<Sequential>();
   m->push_back(std::make_shared<Conv2d>(1, 16, 3, 1, 1));
@@ -261,8 +261,10 @@ TEST_CASE("a whole-step budget on a small channels-last CNN: gradients start as 
   // The plain prediction is the plain step's peak (the loss's few bytes aside).
   CHECK(std::abs(static_cast<double>(all.plain_peak_bytes - plain)) <= 0.02 * static_cast<double>(plain));
   const int64_t minimum = min_peak_bytes(all.profiles);
-  REQUIRE(minimum < plain * 9 / 10);
-  for (int64_t budget : {plain - (plain - minimum) / 4, (plain + minimum) / 2, minimum + (plain - minimum) / 4}) {
+  // The first ReLU writes over the first convolution's output (Sequential and run_plan hand each
+  // activation on), and the pool saves one-byte offsets: the smallest plan is well under plain.
+  REQUIRE(minimum < plain * 7 / 10);
+  for (int64_t budget : {plain * 9 / 10, plain * 7 / 10, (minimum + plain * 7 / 10) / 2}) {
     CheckpointPlan p = plan_checkpoint(*m, x, budget, o);
     INFO("budget " << budget << " of plain " << plain << "\n" << p.table());
     const int64_t measured = step_peak([&](const Tensor& in) { return run_plan(*m, p, in); });

@@ -249,3 +249,42 @@ TEST_CASE("gradcheck through Linear, Conv2d, LayerNorm and BatchNorm2d in float6
   CHECK(autograd::gradcheck([&](const std::vector<Tensor>&) -> Tensor { return bn->forward(xb); },
                             {xb, bn->weight, bn->bias}));
 }
+
+TEST_CASE("Sequential runs a ReLU in place on an activation nothing else holds, with the same values and gradients") {
+  manual_seed(3);
+  auto fc1 = std::make_shared<nn::Linear>(4, 8), fc2 = std::make_shared<nn::Linear>(8, 3);
+  nn::Sequential seq{fc1, std::make_shared<nn::ReLU>(), fc2};
+  Tensor x = randn({5, 4});
+  const void* fc1_out = nullptr;
+  const void* fc2_in = nullptr;
+  Tensor kept;
+  bool keep = false;
+  fc1->register_forward_hook([&](nn::Module&, const std::vector<Tensor>&, const std::vector<Tensor>& out) {
+    fc1_out = out[0].data_ptr();
+    if (keep) kept = out[0];
+  });
+  fc2->register_forward_pre_hook([&](nn::Module&, const std::vector<Tensor>& in) { fc2_in = in[0].data_ptr(); });
+  // The reference: the layers called one by one, out of place.
+  Tensor want = (*fc2)(graft::relu((*fc1)(x)));
+  auto grads = [&](const Tensor& y) { return autograd::grad({(y * y).sum()}, {fc1->weight, fc1->bias, fc2->weight}); };
+  std::vector<Tensor> want_g = grads(want);
+  Tensor y = seq(x);
+  CHECK(fc2_in == fc1_out);  // the ReLU wrote over fc1's output
+  CHECK(vals(y) == vals(want));
+  std::vector<Tensor> g = grads(y);
+  for (size_t i = 0; i < g.size(); ++i) CHECK(vals(g[i]) == vals(want_g[i]));
+  // A hook that keeps the activation makes the ReLU run out of place: what it kept is unchanged.
+  keep = true;
+  y = seq(x);
+  CHECK(fc2_in != fc1_out);
+  std::vector<double> k = vals(kept);
+  CHECK(std::any_of(k.begin(), k.end(), [](double v) { return v < 0; }));
+  CHECK(vals(y) == vals(want));
+  // The caller's tensor is never written: a ReLU first in the chain runs out of place.
+  nn::Sequential first{std::make_shared<nn::ReLU>()};
+  Tensor z = randn({6});
+  std::vector<double> z0 = vals(z);
+  Tensor r = first(z);
+  CHECK(vals(z) == z0);
+  CHECK(r.data_ptr() != z.data_ptr());
+}

@@ -2,6 +2,7 @@
 // kernels/pool.cu). Argument checks and output sizes come from the shared plans
 // (ops/conv_pool_params.h); padding, divisor and index semantics are those of ops/pool.cpp.
 #include <algorithm>
+#include <optional>
 #include <type_traits>
 
 #include "cuda/cuda_kernels.h"
@@ -47,36 +48,52 @@ void max_pool_fill_cuda(const PoolParams& p, const Tensor& x, const Tensor& out,
 
 // ---- kernels (declared in cuda/cuda_kernels.h, registered from the op declarations) ----
 
-// grad_input[plane][indices[o]] += grad_out[o]  (windows may overlap, so positions accumulate).
-// The CPU kernel rejects an index outside the input plane; the same check here reads a device
-// flag back, which synchronises the stream once per call.
-// A channels-last input gets an NCHW gradient here (the values are the same; the engine checks
-// shape, dtype and device only): the kernel scatters over NCHW planes.
-Tensor max_pool2d_backward_cuda(const Tensor& grad_out, const Tensor& indices, const Shape& input_size,
-                                bool channels_last) {
-  const char* op = "max_pool2d_backward";
-  MaxPoolBackwardPlan mp = plan_max_pool2d_backward(grad_out, indices, input_size, channels_last);
-  int64_t planes = mp.planes, per_out = mp.per_out, per_in = mp.per_in;
+namespace {
+// The scatter both max-pool backwards run: a zeroed gradient of `input_size`, then
+// launch(T, contiguous grad_out, gi, bad) for grad_out's dtype, then the device's bad flag read
+// back (bad[0]: a saved value was out of range; bad[1]: one such value), which synchronises the
+// stream once per call. Returns the bad value, if any.
+template <class Launch>
+std::optional<int64_t> scatter_backward(const char* op, const Tensor& grad_out, const Shape& input_size, Tensor& gi,
+                                        Launch&& launch) {
   cuda::DeviceGuard guard(grad_out.device().index);
-  Tensor gi = new_tensor(input_size, grad_out.dtype(), grad_out.device());
-  if (gi.numel() == 0 && grad_out.numel() == 0) return gi;
+  gi = new_tensor(input_size, grad_out.dtype(), grad_out.device());
+  if (gi.numel() == 0 && grad_out.numel() == 0) return std::nullopt;
   cudaStream_t stream = cuda::current_stream();
   if (gi.numel() > 0) GRAFT_CUDA_CHECK(cudaMemsetAsync(gi.data_ptr(), 0, gi.nbytes(), stream));
-  if (grad_out.numel() == 0) return gi;
-  Tensor go = kernels::contiguous_as(grad_out), ix = kernels::contiguous_as(indices);
-  // bad[0]: an index was out of range; bad[1]: one such index.
+  if (grad_out.numel() == 0) return std::nullopt;
+  Tensor go = kernels::contiguous_as(grad_out);
   Tensor bad = new_tensor({2}, kInt64, grad_out.device());
   GRAFT_CUDA_CHECK(cudaMemsetAsync(bad.data_ptr(), 0, bad.nbytes(), stream));
   auto* bad_p = static_cast<unsigned long long*>(bad.data_ptr());
   dispatch_floating(grad_out.dtype(), op, [&]<class T>() {
-    // grad_out, indices [planes, per_out] -> gi [planes, per_in]
-    cuda::launch_max_pool2d_backward<T>(static_cast<const T*>(go.data_ptr()), ix.data_ptr<int64_t>(),
-                                        static_cast<T*>(gi.data_ptr()), planes, per_out, per_in, bad_p, stream);
+    launch.template operator()<T>(static_cast<const T*>(go.data_ptr()), static_cast<T*>(gi.data_ptr()), bad_p, stream);
   });
   unsigned long long host_bad[2] = {0, 0};
   GRAFT_CUDA_CHECK(cudaMemcpyAsync(host_bad, bad_p, sizeof(host_bad), cudaMemcpyDeviceToHost, stream));
   GRAFT_CUDA_CHECK(cudaStreamSynchronize(stream));
-  if (host_bad[0] != 0) max_pool_bad_index_error(static_cast<int64_t>(host_bad[1]), mp);
+  if (host_bad[0] != 0) return static_cast<int64_t>(host_bad[1]);
+  return std::nullopt;
+}
+}  // namespace
+
+// grad_input[plane][indices[o]] += grad_out[o]  (windows may overlap, so positions accumulate).
+// The CPU kernel rejects an index outside the input plane; the same check here reads a device
+// flag back.
+// A channels-last input gets an NCHW gradient here (the values are the same; the engine checks
+// shape, dtype and device only): the kernel scatters over NCHW planes.
+Tensor max_pool2d_backward_cuda(const Tensor& grad_out, const Tensor& indices, const Shape& input_size,
+                                bool channels_last) {
+  MaxPoolBackwardPlan mp = plan_max_pool2d_backward(grad_out, indices, input_size, channels_last);
+  Tensor gi;
+  // grad_out, indices [planes, per_out] -> gi [planes, per_in]; under scatter_backward's device guard.
+  auto bad = scatter_backward("max_pool2d_backward", grad_out, input_size, gi,
+                              [&]<class T>(const T* go, T* g, unsigned long long* bad_p, cudaStream_t stream) {
+                                Tensor ix = kernels::contiguous_as(indices);
+                                cuda::launch_max_pool2d_backward<T>(go, ix.data_ptr<int64_t>(), g, mp.planes,
+                                                                    mp.per_out, mp.per_in, bad_p, stream);
+                              });
+  if (bad) max_pool_bad_index_error(*bad, mp);
   return gi;
 }
 
@@ -84,30 +101,18 @@ Tensor max_pool2d_backward_cuda(const Tensor& grad_out, const Tensor& indices, c
 Tensor max_pool2d_offsets_backward_cuda(const Tensor& grad_out, const Tensor& offsets, const Shape& input_size,
                                         const Shape& kernel_size, const Shape& stride, const Shape& padding,
                                         const Shape& dilation, bool channels_last) {
-  const char* op = "_max_pool2d_offsets_backward";
   MaxPoolOffsetsBackwardPlan p = plan_max_pool2d_offsets_backward(grad_out, offsets, input_size, kernel_size, stride,
                                                                   padding, dilation, channels_last);
-  cuda::DeviceGuard guard(grad_out.device().index);
-  Tensor gi = new_tensor(input_size, grad_out.dtype(), grad_out.device());
-  if (gi.numel() == 0 && grad_out.numel() == 0) return gi;
-  cudaStream_t stream = cuda::current_stream();
-  if (gi.numel() > 0) GRAFT_CUDA_CHECK(cudaMemsetAsync(gi.data_ptr(), 0, gi.nbytes(), stream));
-  if (grad_out.numel() == 0) return gi;
-  Tensor go = kernels::contiguous_as(grad_out), off = kernels::contiguous_as(offsets);
-  Tensor bad = new_tensor({2}, kInt64, grad_out.device());
-  GRAFT_CUDA_CHECK(cudaMemsetAsync(bad.data_ptr(), 0, bad.nbytes(), stream));
-  auto* bad_p = static_cast<unsigned long long*>(bad.data_ptr());
-  dispatch_floating(grad_out.dtype(), op, [&]<class T>() {
-    // grad_out, offsets [planes, OH, OW] -> gi [planes, H, W]
-    cuda::launch_max_pool2d_offsets_backward<T>(static_cast<const T*>(go.data_ptr()),
-                                                static_cast<const uint8_t*>(off.data_ptr()),
-                                                static_cast<T*>(gi.data_ptr()), kernels::geometry(p.window), bad_p,
-                                                stream);
-  });
-  unsigned long long host_bad[2] = {0, 0};
-  GRAFT_CUDA_CHECK(cudaMemcpyAsync(host_bad, bad_p, sizeof(host_bad), cudaMemcpyDeviceToHost, stream));
-  GRAFT_CUDA_CHECK(cudaStreamSynchronize(stream));
-  if (host_bad[0] != 0) max_pool_bad_offset_error(static_cast<int64_t>(host_bad[1]), p);
+  Tensor gi;
+  // grad_out, offsets [planes, OH, OW] -> gi [planes, H, W]; under scatter_backward's device guard.
+  auto bad = scatter_backward("_max_pool2d_offsets_backward", grad_out, input_size, gi,
+                              [&]<class T>(const T* go, T* g, unsigned long long* bad_p, cudaStream_t stream) {
+                                Tensor off = kernels::contiguous_as(offsets);
+                                cuda::launch_max_pool2d_offsets_backward<T>(
+                                    go, static_cast<const uint8_t*>(off.data_ptr()), g, kernels::geometry(p.window),
+                                    bad_p, stream);
+                              });
+  if (bad) max_pool_bad_offset_error(*bad, p);
   return gi;
 }
 

@@ -728,7 +728,9 @@ def gen_registration(ops: list[Op], types: Types, device: str) -> str:
         kparams = params(op, types, "kernel", False)
         out.append(f"{types.kernel_ret(op)} {op.stem}_{device}({kparams}) {{")
         if device == "cpu" and op.cpu_fast_path:
-            out.append(f"  if (Tensor y = CpuFastPath<math::{op.elementwise}>::run({arg_names(op)}); y.defined()) return y;")
+            # An in-place op's fast path writes self (run_inplace); the others return a new tensor.
+            run_fast = "run_inplace" if op.inplace else "run"
+            out.append(f"  if (Tensor y = CpuFastPath<math::{op.elementwise}>::{run_fast}({arg_names(op)}); y.defined()) return y;")
         if device == "cuda":
             out.append(f"  DeviceGuard guard({tins[0].name}.device().index);")
         out.append(f"  const DType r = kernels::{op.dtype_rule}({rule_args});")

@@ -27,12 +27,18 @@ class GELU : public Module {
 class Tanh : public Module {
  public:
   Tensor forward(const Tensor& input) override;
+  // tanh_ where nothing else sees the input, as ReLU (both save their result either way).
+  Tensor forward_owned(Tensor&& input) override;
+  bool works_in_place() const override { return true; }
   std::string name() const override { return "Tanh"; }
 };
 
 class Sigmoid : public Module {
  public:
   Tensor forward(const Tensor& input) override;
+  // sigmoid_ where nothing else sees the input, as ReLU (both save their result either way).
+  Tensor forward_owned(Tensor&& input) override;
+  bool works_in_place() const override { return true; }
   std::string name() const override { return "Sigmoid"; }
 };
 

@@ -50,7 +50,7 @@
 // 10. A step whose gradients start as none (zero_grad(set_to_none), as graft train runs) makes
 //    each layer's parameter gradients in its backward and holds them to the step's end: at a
 //    layer's backward, and in a segment's re-run, the gradients of every layer after it are held.
-// 11. A layer that works in place (`in_place`: nn::Module::works_in_place, ReLU), kept or
+// 11. A layer that works in place (`in_place`: nn::Module::works_in_place: ReLU, Tanh, Sigmoid), kept or
 //    compressed by a step of the plan itself, writes its output over its input where that input is
 //    not held in full (no neighbour saved it and it starts no segment; run_plan hands it over by
 //    Module::call_owned): its forward then holds the one buffer. Offloaded, or in a segment's

@@ -131,7 +131,7 @@ class Module : public std::enable_shared_from_this<Module> {
   // the layer runs. The values and gradients are forward(input)'s. With hooks it is operator():
   // a hook may keep the input.
   Tensor call_owned(Tensor&& input);
-  // Whether forward_owned may compute in place (ReLU); the memory planner models it
+  // Whether forward_owned may compute in place (ReLU, Tanh, Sigmoid); the memory planner models it
   // (nn/budget_solver.h, invariant 11).
   virtual bool works_in_place() const { return false; }
   // What call_owned runs without hooks; the default is forward(input).

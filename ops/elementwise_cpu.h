@@ -84,10 +84,13 @@ void elementwise_loop_cpu(TensorIterator& it, DType r, std::initializer_list<mat
 }
 
 // A faster whole-tensor kernel for some inputs (large contiguous float32), tried before the loop;
-// it returns an undefined tensor where it does not apply. Specialised in ops/unary.cpp.
+// it returns an undefined tensor where it does not apply. Specialised in ops/unary.cpp. An in-place
+// op's (run_inplace) writes self and returns it; where an op has both, they take the same inputs
+// to the same code, so the in-place result has the out-of-place bits.
 template <template <class> class F> struct CpuFastPath;
 template <> struct CpuFastPath<math::Tanh> {  // oneDNN's eltwise tanh
   static Tensor run(const Tensor& self);
+  static Tensor run_inplace(const Tensor& self);
 };
 template <> struct CpuFastPath<math::Gelu> {  // exact GELU in 16-lane vectors
   static Tensor run(const Tensor& self, GeluApproximate approximate);
@@ -99,7 +102,7 @@ template <> struct CpuFastPath<math::ThresholdBackward> {  // 16-bit, threshold 
   static Tensor run(const Tensor& grad, const Tensor& self, Scalar threshold);
 };
 template <> struct CpuFastPath<math::KeepWhere> {  // in place, self and keep in one layout: a bit mask
-  static Tensor run(const Tensor& self, const Tensor& keep);
+  static Tensor run_inplace(const Tensor& self, const Tensor& keep);
 };
 template <> struct CpuFastPath<math::GeluBackward> {
   static Tensor run(const Tensor& grad, const Tensor& self, GeluApproximate approximate);

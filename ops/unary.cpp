@@ -65,8 +65,11 @@ GRAFT_VECTOR_CLONES void gelu_backward_f32(const float* g, const float* x, float
 
 }  // namespace
 
-Tensor CpuFastPath<math::Tanh>::run(const Tensor& x) {
-  if (!dense_f32(x) || x.numel() < kDnnlTanhMin) return Tensor();
+namespace {
+// out = tanh(x) on oneDNN's eltwise (out may be x: the primitive runs in place), where the fast
+// path applies; false where it does not.
+bool dnnl_tanh(const Tensor& x, const Tensor& out) {
+  if (!dense_f32(x) || x.numel() < kDnnlTanhMin) return false;
   namespace du = dnnl_utils;
   du::PrimitiveKey key(kKeyEltwiseTanh);
   key.add(x.numel()).add(omp_max_threads());
@@ -80,11 +83,20 @@ Tensor CpuFastPath<math::Tanh>::run(const Tensor& x) {
     e->scratchpad = pd.scratchpad_desc();
     return e;
   });
-  Tensor out = new_tensor(x.sizes(), kFloat32, x.device());
   du::execute(*p, {{DNNL_ARG_SRC, du::make_memory(p->md, x.data_ptr())},
                    {DNNL_ARG_DST, du::make_memory(p->md, out.data_ptr())}});
+  return true;
+}
+}  // namespace
+
+Tensor CpuFastPath<math::Tanh>::run(const Tensor& x) {
+  if (!dense_f32(x) || x.numel() < kDnnlTanhMin) return Tensor();
+  Tensor out = new_tensor(x.sizes(), kFloat32, x.device());
+  dnnl_tanh(x, out);
   return out;
 }
+
+Tensor CpuFastPath<math::Tanh>::run_inplace(const Tensor& self) { return dnnl_tanh(self, self) ? self : Tensor(); }
 
 namespace {
 bool dense_16(const Tensor& t) { return t.defined() && is_reduced_floating(t.dtype()) && t.is_contiguous(); }
@@ -258,7 +270,7 @@ void keep_bits(U* g, const uint8_t* keep, int64_t n) {
 }
 }  // namespace
 
-Tensor CpuFastPath<math::KeepWhere>::run(const Tensor& self, const Tensor& keep) {
+Tensor CpuFastPath<math::KeepWhere>::run_inplace(const Tensor& self, const Tensor& keep) {
   if (!self.defined() || !keep.defined() || keep.dtype() != kBool || !is_floating(self.dtype()) ||
       self.sizes() != keep.sizes() || self.strides() != keep.strides() ||
       !is_non_overlapping_and_dense(self.sizes(), self.strides()))

@@ -192,6 +192,8 @@ const std::vector<Case>& cases() {
     inplace_unary("exp_", Vals::Normal, [](Tensor& x) { x.exp_(); });
     inplace_unary("sin_", Vals::Normal, [](Tensor& x) { x.sin_(); });
     inplace_unary("relu_", Vals::Normal, [](Tensor& x) { x.relu_(); });
+    inplace_unary("tanh_", Vals::Normal, [](Tensor& x) { x.tanh_(); });
+    inplace_unary("sigmoid_", Vals::Normal, [](Tensor& x) { x.sigmoid_(); });
     inplace_unary("neg_", Vals::Normal, [](Tensor& x) { ops::neg_(x); });
     inplace_unary("sqrt_", Vals::Positive, [](Tensor& x) { ops::sqrt_(x); });
     inplace_unary("clamp_", Vals::Normal, [](Tensor& x) { x.clamp_(-0.3, 0.4); });

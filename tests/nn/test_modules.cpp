@@ -288,3 +288,30 @@ TEST_CASE("Sequential runs a ReLU in place on an activation nothing else holds, 
   CHECK(vals(z) == z0);
   CHECK(r.data_ptr() != z.data_ptr());
 }
+
+TEST_CASE("Sequential runs Tanh and Sigmoid in place too, with the out-of-place values and gradients") {
+  for (int kind = 0; kind < 2; ++kind) {
+    manual_seed(4);
+    auto fc1 = std::make_shared<nn::Linear>(4, 8), fc2 = std::make_shared<nn::Linear>(8, 3);
+    std::shared_ptr<nn::Module> act = kind == 0 ? std::shared_ptr<nn::Module>(std::make_shared<nn::Tanh>())
+                                                : std::make_shared<nn::Sigmoid>();
+    INFO(act->name());
+    CHECK(act->works_in_place());
+    nn::Sequential seq{fc1, act, fc2};
+    Tensor x = randn({5, 4});
+    const void* fc1_out = nullptr;
+    const void* fc2_in = nullptr;
+    fc1->register_forward_hook(
+        [&](nn::Module&, const std::vector<Tensor>&, const std::vector<Tensor>& out) { fc1_out = out[0].data_ptr(); });
+    fc2->register_forward_pre_hook([&](nn::Module&, const std::vector<Tensor>& in) { fc2_in = in[0].data_ptr(); });
+    Tensor h = (*fc1)(x);
+    Tensor want = (*fc2)(kind == 0 ? graft::tanh(h) : graft::sigmoid(h));
+    auto grads = [&](const Tensor& y) { return autograd::grad({(y * y).sum()}, {fc1->weight, fc1->bias, fc2->weight}); };
+    std::vector<Tensor> want_g = grads(want);
+    Tensor y = seq(x);
+    CHECK(fc2_in == fc1_out);
+    CHECK(vals(y) == vals(want));
+    std::vector<Tensor> g = grads(y);
+    for (size_t i = 0; i < g.size(); ++i) CHECK(vals(g[i]) == vals(want_g[i]));
+  }
+}

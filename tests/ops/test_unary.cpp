@@ -404,8 +404,17 @@ TEST_CASE("float32 tanh rounds like tanh computed in double, keeps signs, NaN an
   }
   CHECK(worst_ulp <= 1.0);
   CHECK(std::signbit(fast[fast.size() - 1]));
-  // The same shape always takes the same path: bit-identical when recomputed.
+  // The same shape always takes the same path: bit-identical when recomputed, and in place
+  // (nn::Tanh writes over an activation nothing else holds; a checkpoint re-runs it out of place).
   CHECK(graft::tanh(xs).to_vector<float>() == fast);
+  Tensor in_place = xs.clone();
+  const void* data = in_place.data_ptr();
+  in_place.tanh_();
+  CHECK(in_place.data_ptr() == data);
+  CHECK(in_place.to_vector<float>() == fast);
+  Tensor strided_in_place = graft::stack({xs, xs}, 1).select(1, 0);
+  strided_in_place.tanh_();
+  CHECK(strided_in_place.to_vector<float>() == got);
   for (int64_t len : {4, 4096}) {  // both paths
     std::vector<float> sv(static_cast<size_t>(len), 0.5f);
     sv[0] = INFINITY;

@@ -70,8 +70,6 @@ double forward_seconds(const std::vector<LayerProfile>& L, int first, int last) 
   return t;
 }
 
-// Invariants 2-5 over a run of steps, with `base` bytes held before it and the run's input boundary
-// held or not. peak_bytes is absolute (includes base).
 // Whether a kept or compressed layer writes its output over its input (invariant 11).
 bool over_input(const LayerProfile& f, int flag, bool top) { return top && f.in_place && flag != kHeld; }
 
@@ -105,6 +103,8 @@ int64_t grads_after(const std::vector<LayerProfile>& L, int layer) {
   return g;
 }
 
+// Invariants 2-5 over a run of steps, with `base` bytes held before it and the run's input boundary
+// held or not; `top`: the plan's own steps (invariant 11). peak_bytes is absolute (includes base).
 PlanCost eval_range(const std::vector<LayerProfile>& L, const std::vector<PlanStep>& steps, int64_t base,
                     bool input_held, int64_t forward_extra, bool top) {
   std::vector<int64_t> added(steps.size());

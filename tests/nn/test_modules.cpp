@@ -315,3 +315,32 @@ TEST_CASE("Sequential runs Tanh and Sigmoid in place too, with the out-of-place 
     for (size_t i = 0; i < g.size(); ++i) CHECK(vals(g[i]) == vals(want_g[i]));
   }
 }
+
+TEST_CASE("call_owned runs a hooked module through operator(), and is_sole_owner refuses shared, viewed and kept tensors") {
+  // A hook may keep what it is given, so a module with hooks never writes over its input.
+  auto relu = std::make_shared<nn::ReLU>();
+  Tensor seen;
+  relu->register_forward_pre_hook([&](nn::Module&, const std::vector<Tensor>& in) { seen = in[0]; });
+  Tensor a = randn({8}) * 1;
+  std::vector<double> before = vals(a);
+  const void* data = a.data_ptr();
+  Tensor r = relu->call_owned(std::move(a));
+  CHECK(r.data_ptr() != data);
+  CHECK(vals(seen) == before);
+  // The ownership test itself.
+  Tensor w = randn({4}).requires_grad_();
+  Tensor fresh = w * 2;
+  CHECK(nn::is_sole_owner(fresh));
+  Tensor other = fresh;
+  CHECK_FALSE(nn::is_sole_owner(fresh));  // a second Tensor shares it
+  other = Tensor();
+  Tensor view = fresh.view({2, 2});
+  CHECK_FALSE(nn::is_sole_owner(view));   // a view, sharing the storage
+  CHECK_FALSE(nn::is_sole_owner(fresh));
+  view = Tensor();
+  CHECK(nn::is_sole_owner(fresh));
+  fresh.retain_grad();
+  CHECK_FALSE(nn::is_sole_owner(fresh));  // its gradient is kept for the user
+  CHECK_FALSE(nn::is_sole_owner(w));      // a leaf that requires grad
+  CHECK_FALSE(nn::is_sole_owner(Tensor()));
+}

@@ -30,6 +30,7 @@
 #include <mutex>
 
 #include "ops/cpu_kernels.h"
+#include "ops/cpu_parts.h"
 #include "ops/dnnl_utils.h"
 #include "ops/conv_pool_params.h"
 #include "ops/kernel_utils.h"
@@ -181,9 +182,11 @@ std::shared_ptr<const ConvPrimitive> conv_primitive(int64_t kind, DType dtype, c
     tag wei_tag = p.groups > 1 ? tag::goihw : tag::oihw;
     // Blocked layouts make the forward and weight-gradient kernels several times faster; the
     // data-gradient kernel for very few input channels (a network's first layer) is faster on
-    // plain layouts.
+    // plain layouts, but only for NCHW activations: with NHWC ones and plain weights oneDNN 2.6
+    // falls back to its reference kernel (`ref:any`), 20-300x slower (a [64, 3, 3, 3] data gradient
+    // on 128 32x32 images: 318 ms in float32 against 8.9 ms with blocked weights).
     // Channels-last activations are convolved as they lie (nhwc), so only the weights move.
-    bool blocked = kind != kKeyConvBwdData || p.C / p.groups >= 8;
+    bool blocked = kind != kKeyConvBwdData || p.C / p.groups >= 8 || nhwc;
     tag plain_act = nhwc ? tag::nhwc : tag::nchw;
     tag act = nhwc ? tag::nhwc : blocked ? tag::any : tag::nchw, wt = blocked ? tag::any : wei_tag;
     const dnnl::memory::data_type dt = du::to_dnnl(dtype);
@@ -293,6 +296,65 @@ void run_conv(int64_t kind, const ConvParams& p, const Tensor& in0, const Tensor
   Tensor fout = new_tensor_in_format(out, MemoryFormat::Preserve, kFloat32, out.device());
   run_conv_dnnl(kind, p, float_copy(in0), float_copy(in1), fout, float_copy(bias), nhwc);
   device_copy(out, fout);
+}
+
+// ---- patch embeddings: the weight gradient as one matrix product ----
+
+// A convolution whose windows tile the input (kernel == stride, no padding, one group: a ViT's patch
+// embedding) reads each input pixel at most once, so its weight gradient is one product with no
+// overlap to sum:
+//   patches[(n, oh, ow), (c, i, j)] = input[n, c, oh*kh + i, ow*kw + j]       [N*OH*OW, C*kh*kw]
+//   gout[(n, oh, ow), o]            = grad_out[n, o, oh, ow]                   [N*OH*OW, O]
+//   gw[o, (c, i, j)]                = (gout^T @ patches)[o, (c, i, j)]         [O, C*kh*kw]
+// oneDNN 2.6's AMX weight-gradient kernel is pathological for such convolutions when the input has
+// very few channels (one 16-wide AMX tile row per pixel, mostly empty). Measured on a Sapphire
+// Rapids Xeon, 2 cores, batch 128 channels-last (graft's own timing, oneDNN -> this product):
+//   [64, 1, 7, 7] on 28x28 (graft's ViT):     2.50 ms -> 0.14 ms   (float32 oneDNN: 0.12 ms)
+//   [64, 1, 4, 4] on 28x28:                   1.18 ms -> 0.24 ms
+//   [64, 3, 16, 16] on 224x224 (ViT-B/16):    70 ms   -> 35 ms
+// Elsewhere oneDNN wins: float32 at every size, bf16 with 4 or more channels (the patch copy costs
+// more than the kernel saves), 2x2 windows, and NCHW gradients of 3-channel inputs (which need a
+// transposing copy: [96, 3, 4, 4] took 57 ms in oneDNN, 90 here). So the product runs only where it
+// was measured to pay.
+bool patch_weight_grad_pays(const ConvParams& p, const Tensor& grad_out) {
+  const bool tiles = p.groups == 1 && p.sh == p.kh && p.sw == p.kw && p.ph == 0 && p.pw == 0 &&
+                     (p.kh == 1 || p.dh == 1) && (p.kw == 1 || p.dw == 1);
+  return tiles && grad_out.dtype() == kBFloat16 && du::amx_bf16() && p.C < 4 && p.kh * p.kw >= 16 &&
+         (p.C == 1 || (grad_out.dim() == 4 && is_channels_last(grad_out)));
+}
+
+Tensor patch_weight_grad(const ConvParams& p, const Tensor& grad_out, const Tensor& input) {
+  const int64_t rows = p.N * p.OH * p.OW, K = p.C * p.kh * p.kw;
+  // Strides in elements; an unbatched (3-D) tensor reads as N == 1.
+  auto st = [](const Tensor& t, int64_t d) { return t.dim() == 4 ? t.stride(d) : d == 0 ? 0 : t.stride(d - 1); };
+  const int64_t sn = st(input, 0), sc = st(input, 1), sh = st(input, 2), sw = st(input, 3);
+  // Columns in the order that copies the longest runs: (i, j, c) for channels-last input, where a
+  // window row's kw * C values lie together, else (c, i, j).
+  const bool hwc = sc == 1 && p.C > 1;
+  MatOperand patches = hwc ? MatOperand{input, {p.N, p.OH, p.OW, p.kh, p.kw, p.C}, {sn, p.kh * sh, p.kw * sw, sh, sw, sc}}
+                           : MatOperand{input, {p.N, p.OH, p.OW, p.C, p.kh, p.kw}, {sn, p.kh * sh, p.kw * sw, sc, sh, sw}};
+  materialize(patches);
+  patches.sizes = {rows, K};
+  patches.strides = {K, 1};
+  // gout^T as [O, rows]: column-major where grad_out is channels-last (no copy), else copied.
+  MatOperand gout{grad_out,
+                  {p.N, p.OH, p.OW, p.O},
+                  {st(grad_out, 0), st(grad_out, 2), st(grad_out, 3), st(grad_out, 1)}};
+  const bool flat = gout.strides[3] == 1 && gout.strides[2] == p.O && gout.strides[1] == p.OW * p.O &&
+                    (p.N == 1 || gout.strides[0] == p.OH * p.OW * p.O);
+  if (!flat) materialize(gout);
+  MatOperand gout_t{gout.t, {p.O, rows}, {1, p.O}};
+  Tensor gw = new_tensor(p.weight_sizes(), input.dtype(), input.device());
+  if (!hwc) {
+    kCpuMatmul.core(std::move(gout_t), std::move(patches), {p.O, K}, gw, Tensor(), false);
+    return gw;
+  }
+  // [O, kh, kw, C] -> [O, C, kh, kw]
+  Tensor ohwi = new_tensor({p.O, p.kh, p.kw, p.C}, input.dtype(), input.device());
+  kCpuMatmul.core(std::move(gout_t), std::move(patches), {p.O, K}, ohwi, Tensor(), false);
+  MatOperand oihw{ohwi, {p.O, p.C, p.kh, p.kw}, {K, 1, p.kw * p.C, p.C}};
+  materialize(oihw);
+  return oihw.t;
 }
 
 // ---- float64: direct loops ----
@@ -469,6 +531,7 @@ Tensor conv2d_backward_weight_cpu(const Tensor& grad_out, const Tensor& input, c
   Tensor gw = new_tensor(p.weight_sizes(), input.dtype(), input.device());
   if (p.N == 0 || p.C == 0) return fill_cpu(gw, 0);
   bool nhwc = input.dim() == 4 && (is_channels_last(grad_out) || is_channels_last(input));
+  if (input.dtype() != kFloat64 && patch_weight_grad_pays(p, grad_out)) return patch_weight_grad(p, grad_out, input);
   if (input.dtype() != kFloat64) {
     run_conv(kKeyConvBwdWeights, p, dense_activation(input, nhwc), dense_activation(grad_out, nhwc), gw, Tensor(),
                  nhwc);

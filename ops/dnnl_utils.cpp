@@ -48,6 +48,8 @@ bool use_bf16_primitives() {
   return impl.find("bf16") != std::string::npos || impl.find("amx") != std::string::npos;
 }
 
+bool amx_bf16() { return bf16_matmul_impl().find("amx") != std::string::npos; }
+
 dnnl::memory::desc make_desc(const Shape& sizes, const Shape& strides, DType dtype) {
   return dnnl::memory::desc(dnnl::memory::dims(sizes.begin(), sizes.end()), to_dnnl(dtype),
                             dnnl::memory::dims(strides.begin(), strides.end()));

@@ -45,6 +45,8 @@ const std::string& bf16_matmul_impl();
 // Whether the kernels use oneDNN's bf16 primitives: the probe picked a kernel for bf16 hardware
 // (AVX512_BF16 dot products or AMX tiles), not an emulation.
 bool use_bf16_primitives();
+// Whether those bf16 primitives run on AMX tiles (Sapphire Rapids and later).
+bool amx_bf16();
 
 // A plain (non-blocked) descriptor with explicit sizes and strides (in elements).
 dnnl::memory::desc make_desc(const Shape& sizes, const Shape& strides, DType dtype);

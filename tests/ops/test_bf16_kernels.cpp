@@ -162,6 +162,45 @@ TEST_CASE("conv2d and its two gradients in bf16/f16, NCHW and channels-last, mat
   }
 }
 
+// Windows that tile the input (kernel == stride: a ViT's patch embedding). On AMX machines the bf16
+// weight gradient of such a convolution with one to three input channels is one matrix product
+// (ops/conv.cpp, patch_weight_grad); elsewhere oneDNN's kernel runs. Both must give float32's values,
+// for either layout, an unbatched input and a size the windows do not divide (the rest is unread).
+TEST_CASE("a patch embedding's weight gradient in bf16/f16 matches float32") {
+  struct Case {
+    Shape in, wt;
+    bool nhwc;
+  };
+  const Case cases[] = {
+      {{4, 1, 28, 28}, {16, 1, 7, 7}, true},  {{4, 1, 28, 28}, {16, 1, 7, 7}, false},
+      {{3, 3, 32, 32}, {8, 3, 4, 4}, true},   {{3, 3, 32, 32}, {8, 3, 4, 4}, false},
+      {{2, 2, 30, 29}, {5, 2, 7, 7}, true},   {{1, 30, 29}, {5, 1, 7, 7}, false},
+      {{2, 1, 16, 16}, {6, 1, 4, 2}, true},
+  };
+  for (DType dt : kLowDtypes) {
+    for (const Case& c : cases) {
+      INFO("dtype " << dt << " input " << shape_str(c.in) << " weight " << shape_str(c.wt)
+                    << (c.nhwc ? " channels-last" : " NCHW"));
+      const Shape stride{c.wt[2], c.wt[3]};
+      auto x = rand_pair(c.in, dt);
+      Shape out = c.in.size() == 4 ? Shape{c.in[0], c.wt[0], c.in[2] / c.wt[2], c.in[3] / c.wt[3]}
+                                   : Shape{c.wt[0], c.in[1] / c.wt[2], c.in[2] / c.wt[3]};
+      auto gy = rand_pair(out, dt);
+      if (c.nhwc) {
+        for (Pair* p : {&x, &gy}) {
+          p->low = p->low.clone(MemoryFormat::ChannelsLast);
+          p->f32 = p->f32.clone(MemoryFormat::ChannelsLast);
+        }
+      }
+      Tensor gw = ops::conv2d_backward_weight(gy.low, x.low, c.wt, stride, {0, 0}, {1, 1}, 1);
+      CHECK(gw.dtype() == dt);
+      CHECK(gw.sizes() == c.wt);
+      CHECK(gw.is_contiguous());
+      check_close(gw, ops::conv2d_backward_weight(gy.f32, x.f32, c.wt, stride, {0, 0}, {1, 1}, 1), tol_for(dt));
+    }
+  }
+}
+
 TEST_CASE("a bf16 conv2d reuses its reordered weights until they change") {
   auto x = rand_pair({1, 16, 8, 8}, kBFloat16), w = rand_pair({16, 16, 3, 3}, kBFloat16);
   Tensor xl = x.low.contiguous(MemoryFormat::ChannelsLast);

@@ -22,6 +22,7 @@
 // backward accumulates each image's (or plane's) gradient in float and rounds it once.
 #include <atomic>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <optional>
 #include <vector>
@@ -414,6 +415,105 @@ std::optional<int64_t> max_pool2d_scatter(const Tensor& grad_out, const Tensor& 
   return std::nullopt;
 }
 
+// ---- max-pool backward where the windows tile the input ----
+
+// Windows that tile the input (kernel == stride, no padding or dilation, and every window inside
+// the input: a 2x2 stride-2 pool in floor mode) give each input position at most one gradient, from
+// a window known in advance: position (h, w) is tap (h % kh) * kw + w % kw of window
+// (h / kh, w / kw), and lies in no window past the last one. So the gradient can be written in input
+// order, each element once, with no zero fill, no scatter and no float row for the 16-bit types:
+//   grad_input[h, w] = offsets[h / kh, w / kw] == (h % kh) * kw + w % kw ? grad_out[h / kh, w / kw] : 0
+// The values are the scatter's bits: 0 + g is g, except that a -0 gradient comes out +0.
+// For the Fashion-MNIST CNN's first pool (batch 128, channels-last, 2 cores, Xeon) this takes the
+// backward from 1.36 to 0.43 ms in bf16 and from 1.33 to 0.55 ms in float32.
+bool max_pool_windows_tile(const PoolParams& w) {
+  return w.sh == w.kh && w.sw == w.kw && w.ph == 0 && w.pw == 0 && (w.kh == 1 || w.dh == 1) &&
+         (w.kw == 1 || w.dw == 1) && w.OH * w.kh <= w.H && w.OW * w.kw <= w.W;
+}
+
+// The gradient value as stored: its bits, with -0 made +0 (0 + g). Works on the bit pattern so the
+// compiler can vectorise the select below for every floating dtype.
+template <class T>
+using Bits = std::conditional_t<sizeof(T) == 2, uint16_t, std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>>;
+template <class T>
+inline Bits<T> plus_zero_bits(const T& v) {
+  Bits<T> b;
+  std::memcpy(&b, &v, sizeof b);
+  constexpr Bits<T> sign = Bits<T>(1) << (8 * sizeof(T) - 1);
+  return b == sign ? Bits<T>(0) : b;
+}
+
+// One row h = oh * kh + i of an NHWC image: grad_input[(h, w), c] for w in [0, W), c in [0, C).
+// `g` and `off` point at window row oh; gsw and gsc are grad_out's strides between windows and
+// channels (grad_out may arrive NCHW, through a flatten); offsets are dense (OW, C).
+// Returns false when a window's offset is past its taps (checked once per window, on its i == 0 row).
+template <class T>
+bool max_pool_tile_row(const PoolParams& w, int64_t i, const T* g, int64_t gsw, int64_t gsc, const uint8_t* off,
+                       int64_t C, Bits<T>* dst, uint8_t& bad) {
+  const int64_t taps = w.kh * w.kw;
+  bool ok = true;
+  for (int64_t ow = 0; ow < w.OW; ++ow) {
+    const uint8_t* o = off + ow * C;
+    const T* gw = g + ow * gsw;
+    if (i == 0)
+      for (int64_t c = 0; c < C; ++c)
+        if (o[c] >= taps) [[unlikely]] {
+          bad = o[c];
+          ok = false;
+        }
+    for (int64_t j = 0; j < w.kw; ++j) {
+      const uint8_t t = static_cast<uint8_t>(i * w.kw + j);
+      Bits<T>* d = dst + (ow * w.kw + j) * C;
+      // Unconditional loads and a mask, so the loop vectorises.
+      if (gsc == 1) {
+        for (int64_t c = 0; c < C; ++c) d[c] = plus_zero_bits(gw[c]) & -Bits<T>(o[c] == t);
+      } else {
+        for (int64_t c = 0; c < C; ++c) d[c] = plus_zero_bits(gw[c * gsc]) & -Bits<T>(o[c] == t);
+      }
+    }
+  }
+  std::fill(dst + w.OW * w.kw * C, dst + w.W * C, Bits<T>(0));  // columns past the last window
+  return ok;
+}
+
+// A channels-last grad_input from window offsets where max_pool_windows_tile(w) holds; one task per
+// input row. (NCHW rows are one channel wide: there the per-window work outweighs what this saves,
+// and the scatter runs.)
+std::optional<int64_t> max_pool2d_tile_backward_nhwc(const Tensor& grad_out, const Tensor& offsets,
+                                                     const PoolParams& w, const Shape& input_size, Tensor& gi) {
+  const int64_t N = w.N, C = w.C, H = w.H, W = w.W;
+  gi = new_channels_last(input_size, grad_out.dtype(), grad_out.device());
+  Tensor ix = contiguous_in_format(offsets, MemoryFormat::ChannelsLast);
+  const Tensor& go = grad_out;
+  const int64_t gsN = go.stride(0), gsC = go.stride(1), gsH = go.stride(2), gsW = go.stride(3);
+  std::atomic<bool> any_bad{false};
+  std::atomic<int64_t> bad{0};
+  dispatch_floating_or_reduced(grad_out.dtype(), "max_pool2d_backward", [&]<class T>() {
+    const T* g = static_cast<const T*>(go.data_ptr());
+    const uint8_t* id = static_cast<const uint8_t*>(ix.data_ptr());
+    Bits<T>* o = static_cast<Bits<T>*>(gi.data_ptr());
+    const int64_t grain = std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, W * C));
+    parallel_for(0, N * H, grain, [&](int64_t b, int64_t e) {
+      for (int64_t r = b; r < e; ++r) {
+        const int64_t n = r / H, h = r % H, oh = h / w.kh;
+        Bits<T>* dst = o + r * W * C;
+        if (oh >= w.OH) {
+          std::fill(dst, dst + W * C, Bits<T>(0));  // rows past the last window
+          continue;
+        }
+        uint8_t b8 = 0;
+        if (!max_pool_tile_row<T>(w, h % w.kh, g + n * gsN + oh * gsH, gsW, gsC, id + (n * w.OH + oh) * w.OW * C, C,
+                                  dst, b8)) {
+          bad.store(b8);
+          any_bad.store(true);
+        }
+      }
+    });
+  });
+  if (any_bad.load()) return bad.load();
+  return std::nullopt;
+}
+
 // ---- average ----
 
 // Calls f(h0, h1, w0, w1, divisor) for each output position of one plane, with the window
@@ -519,8 +619,10 @@ Tensor max_pool2d_offsets_backward_cpu(const Tensor& grad_out, const Tensor& off
   MaxPoolOffsetsBackwardPlan p = plan_max_pool2d_offsets_backward(grad_out, offsets, input_size, kernel_size, stride,
                                                                   padding, dilation, channels_last);
   Tensor gi;
-  if (auto bad = max_pool2d_scatter<uint8_t>(grad_out, offsets, p.mp, channels_last, OffsetDecode(p.window), gi))
-    max_pool_bad_offset_error(*bad, p);
+  auto bad = channels_last && max_pool_windows_tile(p.window)
+                 ? max_pool2d_tile_backward_nhwc(grad_out, offsets, p.window, p.mp.input_size, gi)
+                 : max_pool2d_scatter<uint8_t>(grad_out, offsets, p.mp, channels_last, OffsetDecode(p.window), gi);
+  if (bad) max_pool_bad_offset_error(*bad, p);
   return gi;
 }
 

@@ -457,6 +457,12 @@ TEST_CASE("window offsets name the indices' winners, and their backward gives th
       {{1, 3, 9, 8}, {2, 3}, {1, 2}, {1, 1}, {2, 1}, false},  // dilated, rectangular
       {{2, 4, 1, 1}, {2, 2}, {1, 1}, {1, 1}, {1, 1}, false},  // 1x1 planes: windows mostly padding
       {{3, 5, 5}, {16, 16}, {1, 1}, {8, 8}, {1, 1}, false},   // unbatched, 256 positions
+      // Windows that tile the input (_max_pool2d_offsets_backward writes in input order), with a
+      // row and a column past the last window, rectangular, and unbatched.
+      {{2, 3, 9, 7}, {2, 2}, {2, 2}, {0, 0}, {1, 1}, false},
+      {{2, 17, 9, 8}, {3, 2}, {3, 2}, {0, 0}, {1, 1}, false},
+      {{3, 6, 6}, {2, 2}, {2, 2}, {0, 0}, {1, 1}, false},
+      {{1, 2, 7, 7}, {2, 2}, {2, 2}, {0, 0}, {1, 1}, true},  // ceil: the last windows stick out
   };
   for (const Case& c : cases)
     for (DType dt : {kFloat32, kFloat64, kBFloat16})
@@ -491,12 +497,24 @@ TEST_CASE("window offsets name the indices' winners, and their backward gives th
                         ow = static_cast<int64_t>(o) % OW;
           CHECK((oh * sh - ph + t / kw * dh) * W + ow * sw - pw + t % kw * dw == ind[o]);
         }
-        Tensor gy = randn(ri[0].sizes()).to(dt);
+        // A channels-last pool's gradient may arrive NCHW (through a flatten) or channels-last; one
+        // -0 in it must come out +0, as the scatter's 0 + g.
         const bool cl = f == MemoryFormat::ChannelsLast;
-        Tensor gi = ops::max_pool2d_backward(gy, ri[1], x.sizes(), cl);
-        Tensor go = ops::_max_pool2d_offsets_backward(gy, ro[1], x.sizes(), c.k, c.s, c.p, c.d, cl);
-        CHECK(go.strides() == gi.strides());
-        CHECK(values(go) == values(gi));
+        for (bool gy_cl : {false, true}) {
+          if (gy_cl && !cl) continue;
+          Tensor gy = randn(ri[0].sizes()).to(dt);
+          {
+            NoGradGuard g;
+            gy.view({-1})[0].fill_(-0.0);
+          }
+          if (gy_cl) gy = gy.contiguous(MemoryFormat::ChannelsLast);
+          Tensor gi = ops::max_pool2d_backward(gy, ri[1], x.sizes(), cl);
+          Tensor go = ops::_max_pool2d_offsets_backward(gy, ro[1], x.sizes(), c.k, c.s, c.p, c.d, cl);
+          CHECK(go.strides() == gi.strides());
+          std::vector<double> a = values(go), b = values(gi);
+          CHECK(a == b);
+          for (size_t i = 0; i < a.size(); ++i) CHECK(std::signbit(a[i]) == std::signbit(b[i]));
+        }
       }
 }
 

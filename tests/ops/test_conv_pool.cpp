@@ -518,6 +518,38 @@ TEST_CASE("window offsets name the indices' winners, and their backward gives th
       }
 }
 
+// The NCHW kernels (a flat two-pass loop for 2x2 windows on even planes, the row loop otherwise)
+// and the NHWC kernel are separate code: on ties, NaNs (the last one wins) and all -inf windows
+// (the first position wins) they must pick the same winners.
+TEST_CASE("NCHW and channels-last max pools pick the same winners on ties, NaN and -inf windows") {
+  const std::vector<Shape> shapes = {{2, 3, 8, 8}, {2, 3, 9, 7}, {1, 5, 2, 2}, {4, 2, 6, 10}};
+  for (const Shape& in : shapes)
+    for (DType dt : {kFloat32, kFloat64, kBFloat16, kInt64}) {
+      INFO("input " << shape_str(in) << " " << dtype_name(dt));
+      Tensor x = ops::randint(-2, 2, in, kFloat32);  // many ties
+      if (dt != kInt64) {
+        NoGradGuard g;
+        Tensor flat = x.view({-1});
+        flat[1].fill_(std::nan(""));
+        flat[2].fill_(std::nan(""));  // two NaNs in one window: the second wins
+        flat[in[2] * in[3] + 3].fill_(std::nan(""));
+        x.select(1, 1).fill_(-std::numeric_limits<double>::infinity());
+      }
+      x = x.to(dt);
+      Tensor xl = x.contiguous(MemoryFormat::ChannelsLast);
+      for (bool offsets : {false, true}) {
+        auto a = offsets ? ops::_max_pool2d_with_offsets(x, {2, 2}, {2, 2}, {0, 0}, {1, 1}, false)
+                         : ops::max_pool2d_with_indices(x, {2, 2}, {2, 2}, {0, 0}, {1, 1}, false);
+        auto b = offsets ? ops::_max_pool2d_with_offsets(xl, {2, 2}, {2, 2}, {0, 0}, {1, 1}, false)
+                         : ops::max_pool2d_with_indices(xl, {2, 2}, {2, 2}, {0, 0}, {1, 1}, false);
+        std::vector<double> va = values(a[0]), vb = values(b[0].contiguous());
+        REQUIRE(va.size() == vb.size());
+        for (size_t i = 0; i < va.size(); ++i) CHECK(((std::isnan(va[i]) && std::isnan(vb[i])) || va[i] == vb[i]));
+        CHECK(values(a[1]) == values(b[1].contiguous()));
+      }
+    }
+}
+
 TEST_CASE("_max_pool2d_offsets_backward rejects offsets outside their window and mismatched arguments") {
   const Shape x{1, 1, 4, 4};
   auto off = [](std::vector<double> v) { return ops::to_dtype(tensor(v, {1, 1, 2, 2}), kUInt8); };

@@ -82,11 +82,9 @@ std::pair<int64_t, int64_t> valid_range(int64_t out, int64_t in, int64_t stride,
 // exactly as in a per-window scan. The row's running max and winning tap number (int32 next to
 // float, so one SIMD lane each) live in local arrays: the compare-and-select loop vectorises, and
 // a tap becomes its h*W + w index once per row through a per-row table; a window offset (I =
-// uint8_t) is the tap itself. ind may be null.
-// Planes [b, e).
+// uint8_t) is the tap itself. ind may be null. Planes [b, e).
 template <class T, class I>
-void max_pool_planes(const PoolParams& p, const T* x, T* y, I* ind, int64_t b,
-                                                   int64_t e) {
+void max_pool_planes(const PoolParams& p, const T* x, T* y, I* ind, int64_t b, int64_t e) {
   constexpr bool kOffsets = std::is_same_v<I, uint8_t>;
   // Locals, not p's fields: stores through y/ind could otherwise alias them and force reloads.
   const int64_t H = p.H, W = p.W, OH = p.OH, OW = p.OW, kh = p.kh, kw = p.kw;

@@ -243,6 +243,49 @@ std::vector<Figure> bench_matmul_bf16(int repeat, Device device) {
   return {summarize("matmul1024_bf16_gflops", "GFLOP/s", gflops)};
 }
 
+// The CNN's first max-pool (2x2, stride 2, [128, 32, 28, 28]) forward with its window offsets and
+// the offsets' backward, NCHW and channels-last, float32 and bf16: the kernels behind the CNN
+// steps' pooling rows of `--profile` (ops/pool.cpp: the flat 2x2 NCHW forward, the tiled NHWC
+// backward).
+std::vector<Figure> bench_max_pool2x2(int repeat, Device device) {
+  std::vector<Figure> out;
+  for (bool nhwc : {false, true})
+    for (DType dt : {kFloat32, kBFloat16}) {
+      manual_seed(0);
+      Tensor x = randn({128, 32, 28, 28}, TensorOptions{}.device(device)).to(dt);
+      if (nhwc) x = x.contiguous(MemoryFormat::ChannelsLast);
+      std::vector<Tensor> r = ops::_max_pool2d_with_offsets(x, {2, 2}, {2, 2}, {0, 0}, {1, 1}, false);
+      Tensor g = randn(r[0].sizes(), TensorOptions{}.device(device)).to(dt);
+      if (nhwc) g = g.contiguous(MemoryFormat::ChannelsLast);
+      auto fwd = time_ms(device, repeat, 2, [&] { (void)ops::_max_pool2d_with_offsets(x, {2, 2}, {2, 2}, {0, 0}, {1, 1}, false); });
+      auto bwd = time_ms(device, repeat, 2, [&] {
+        (void)ops::_max_pool2d_offsets_backward(g, r[1], x.sizes(), {2, 2}, {2, 2}, {0, 0}, {1, 1}, nhwc);
+      });
+      const std::string n = std::string("max_pool2x2_") + (nhwc ? "nhwc" : "nchw") + (dt == kBFloat16 ? "_bf16" : "");
+      out.push_back(summarize(n + "_fwd_ms", "ms", fwd));
+      out.push_back(summarize(n + "_bwd_ms", "ms", bwd));
+    }
+  return out;
+}
+
+// The ViT's patch embedding's weight gradient (conv2d_backward_weight of a [64, 1, 7, 7] stride-7
+// convolution over 128 channels-last 28x28 images) in float32 and bf16: on AMX the bf16 one is a
+// matrix product (ops/conv.cpp, patch_weight_grad), elsewhere oneDNN's kernel.
+std::vector<Figure> bench_conv_patch_wgrad(int repeat, Device device) {
+  std::vector<Figure> out;
+  for (DType dt : {kFloat32, kBFloat16}) {
+    manual_seed(0);
+    auto on = TensorOptions{}.device(device);
+    Tensor x = randn({128, 1, 28, 28}, on).to(dt).clone(MemoryFormat::ChannelsLast);
+    Tensor g = randn({128, 64, 4, 4}, on).to(dt).contiguous(MemoryFormat::ChannelsLast);
+    auto t = time_ms(device, repeat, 2, [&] {
+      (void)ops::conv2d_backward_weight(g, x, {64, 1, 7, 7}, {7, 7}, {0, 0}, {1, 1}, 1);
+    });
+    out.push_back(summarize(dt == kBFloat16 ? "conv_patch_wgrad_bf16_ms" : "conv_patch_wgrad_ms", "ms", t));
+  }
+  return out;
+}
+
 // TF32 on or off for the scope (a no-op without the CUDA backend).
 class Tf32Scope {
  public:
@@ -905,6 +948,8 @@ const std::vector<Workload>& workloads() {
       {"mlp_bf16", [](int r, Device d) { return bench_mlp_prec(r, d, true); }, 10},
       {"cnn_bf16", bench_cnn_bf16, 5},
       {"cnn_peak", bench_cnn_peak, 1},
+      {"max_pool2x2", bench_max_pool2x2, 10},
+      {"conv_patch_wgrad", bench_conv_patch_wgrad, 10},
       {"vit_bf16", [](int r, Device d) { return bench_vit_prec(r, d, true); }, 10},
       {"matmul4096", bench_matmul4096, 10, kOnCuda},
       {"elementwise_add", bench_add, 10},

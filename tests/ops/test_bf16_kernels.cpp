@@ -158,6 +158,11 @@ TEST_CASE("conv2d and its two gradients in bf16/f16, NCHW and channels-last, mat
       Tensor gw = ops::conv2d_backward_weight(gy.low, x.low, w.low.sizes(), {1, 1}, {1, 1}, {1, 1}, 1);
       CHECK(gw.dtype() == dt);
       check_close(gw, ops::conv2d_backward_weight(gy.f32, x.f32, w.f32.sizes(), {1, 1}, {1, 1}, {1, 1}, 1), tol);
+      // A first layer's data gradient (3 input channels: plain weights on NCHW, blocked on NHWC).
+      auto w3 = rand_pair({24, 3, 3, 3}, dt);
+      Tensor gx3 = ops::conv2d_backward_input(gy.low, {2, 3, 9, 9}, w3.low, {1, 1}, {1, 1}, {1, 1}, 1);
+      CHECK(gx3.is_contiguous(nhwc ? MemoryFormat::ChannelsLast : MemoryFormat::Contiguous));
+      check_close(gx3, ops::conv2d_backward_input(gy.f32, {2, 3, 9, 9}, w3.f32, {1, 1}, {1, 1}, {1, 1}, 1), tol);
     }
   }
 }

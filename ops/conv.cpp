@@ -528,10 +528,10 @@ Tensor conv2d_backward_input_cpu(const Tensor& grad_out, const Shape& input_size
 Tensor conv2d_backward_weight_cpu(const Tensor& grad_out, const Tensor& input, const Shape& weight_sizes,
                                   const Shape& stride, const Shape& padding, const Shape& dilation, int64_t groups) {
   ConvParams p = plan_conv2d_backward_weight(grad_out, input, weight_sizes, stride, padding, dilation, groups);
+  if (p.N == 0 || p.C == 0) return fill_cpu(new_tensor(p.weight_sizes(), input.dtype(), input.device()), 0);
+  if (patch_weight_grad_pays(p, grad_out)) return patch_weight_grad(p, grad_out, input);
   Tensor gw = new_tensor(p.weight_sizes(), input.dtype(), input.device());
-  if (p.N == 0 || p.C == 0) return fill_cpu(gw, 0);
   bool nhwc = input.dim() == 4 && (is_channels_last(grad_out) || is_channels_last(input));
-  if (input.dtype() != kFloat64 && patch_weight_grad_pays(p, grad_out)) return patch_weight_grad(p, grad_out, input);
   if (input.dtype() != kFloat64) {
     run_conv(kKeyConvBwdWeights, p, dense_activation(input, nhwc), dense_activation(grad_out, nhwc), gw, Tensor(),
                  nhwc);

@@ -48,7 +48,10 @@ bool use_bf16_primitives() {
   return impl.find("bf16") != std::string::npos || impl.find("amx") != std::string::npos;
 }
 
-bool amx_bf16() { return bf16_matmul_impl().find("amx") != std::string::npos; }
+bool amx_bf16() {
+  static const bool amx = bf16_matmul_impl().find("amx") != std::string::npos;
+  return amx;
+}
 
 dnnl::memory::desc make_desc(const Shape& sizes, const Shape& strides, DType dtype) {
   return dnnl::memory::desc(dnnl::memory::dims(sizes.begin(), sizes.end()), to_dnnl(dtype),

@@ -16,9 +16,9 @@
 // counters to elements exactly as the CPU fill does, so the same seed gives the same numbers on
 // both devices; the table therefore compares seeded random ops like any other, and the GPU-only
 // tests below add reproducibility, per-device generator state and distribution checks.
-#define CATCH_CONFIG_RUNNER
-#include <limits>
 #include <catch2/catch.hpp>
+
+#include <limits>
 
 #include <algorithm>
 #include <cmath>
@@ -35,6 +35,7 @@
 
 #include "cuda/cuda_backend.h"
 #include "support/op_case.h"
+#include "support/catch_session.h"
 #include "graft.h"
 #include "graft_config.h"
 #if GRAFT_HAVE_CUDA
@@ -812,7 +813,7 @@ int main(int argc, char* argv[]) {
     std::cout << "graft was built without CUDA: skipped\n";
     return 77;
   }
-  return Catch::Session().run(argc, argv);
+  return graft::test::run_catch_session(argc, argv);
 }
 
 #else
@@ -1257,15 +1258,12 @@ int main(int argc, char* argv[]) {
   if (const char* e = std::getenv("GRAFT_VS_CPU_SELF_CHECK"); e && std::string(e) == "1") {
     g_other = kCPU;
     graft::test::set_cuda_case_device(kCPU);  // the generated cases (op_cases_cuda.cpp) too
-    Catch::Session session;
-    if (int rc = session.applyCommandLine(argc, argv); rc != 0) return rc;
-    session.configData().testsOrTags = {"[table]"};
-    return session.run();
+    return graft::test::run_catch_session(argc, argv, {"[table]"});
   }
   if (!cuda_is_available()) {
     std::cout << "no CUDA device: skipped\n";
     return 77;
   }
-  return Catch::Session().run(argc, argv);
+  return graft::test::run_catch_session(argc, argv);
 }
 #endif

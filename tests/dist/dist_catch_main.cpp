@@ -2,12 +2,14 @@
 // listener that ends the whole job on the first failed assertion. A rank that failed and went on
 // would issue a different sequence of collectives than the others and leave them waiting forever;
 // MPI_Abort turns that hang into a failure meson sees at once.
-#define CATCH_CONFIG_RUNNER
+// The listener needs Catch2's reporter interfaces, not its implementation (support/catch_session.h).
+#define CATCH_CONFIG_EXTERNAL_INTERFACES
 #include <catch2/catch.hpp>
 
 #include <cstdio>
 
 #include "dist/dist.h"
+#include "support/catch_session.h"
 
 namespace {
 
@@ -32,9 +34,8 @@ CATCH_REGISTER_LISTENER(AbortOnFailure)
 
 int main(int argc, char* argv[]) {
   graft::dist::init();
-  Catch::Session session;
   // Only rank 0 reports passing runs; every rank prints its own failure (see the listener).
-  int rc = session.run(argc, argv);
+  int rc = graft::test::run_catch_session(argc, argv);
   graft::dist::finalize();
   return rc;
 }

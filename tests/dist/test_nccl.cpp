@@ -7,7 +7,6 @@
 // A world of one still runs NCCL's kernels, its stream and its events, so the stream ordering,
 // the staging copies and the Work lifetimes are exercised; that every rank gets the same bits is
 // what the multi-rank DDP suite checks.
-#define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -17,6 +16,7 @@
 
 #include "dist/nccl_process_group.h"
 #include "graft.h"
+#include "support/catch_session.h"
 #ifndef GRAFT_NCCL_UNIQUE_ID_ONLY
 #include "cuda/cuda_context.h"
 #endif
@@ -43,7 +43,7 @@ TEST_CASE("make_nccl_process_group checks its arguments before touching a device
   CHECK_THROWS_WITH(dist::make_nccl_process_group(0, 1, 1 << 20, id), Contains("no device cuda:1048576"));
 }
 
-int main(int argc, char* argv[]) { return Catch::Session().run(argc, argv); }
+int main(int argc, char* argv[]) { return graft::test::run_catch_session(argc, argv); }
 
 #else  // the GPU executable
 
@@ -236,7 +236,7 @@ int main(int argc, char* argv[]) {
     return 77;
   }
   g_group = dist::make_nccl_process_group(0, 1, 0, dist::nccl_unique_id());
-  int rc = Catch::Session().run(argc, argv);
+  int rc = graft::test::run_catch_session(argc, argv);
   g_group.reset();
   return rc;
 }

@@ -12,6 +12,7 @@
 #include "autograd/unpack_prefetch.h"
 #include "autograd/allow_mutation.h"
 #include "autograd/checkpoint.h"
+#include "autograd/checkpoint_rows.h"
 #include "autograd/compress_saved.h"
 #include "autograd/anomaly_mode.h"
 #include "autograd/autocast.h"

@@ -5,6 +5,7 @@
 #include <map>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 
 #include "autograd/accumulate_grad.h"
 #include "autograd/anomaly_mode.h"
@@ -39,12 +40,14 @@ struct GraphTask {
   std::shared_ptr<PrefetchGroup> prefetches;  // what the task waits for at its end
   std::unordered_set<Node*> prefetched;       // nodes whose saved tensors were started
   std::vector<std::function<void()>> final_callbacks;  // queue_callback, run after the last node
+  bool captures_before_hooks = false;  // CaptureBeforeHooksGuard
 };
 
 namespace {
 
 std::atomic<int64_t> g_next_task_id{0};
 thread_local GraphTask* t_current_task = nullptr;
+thread_local bool t_captures_before_hooks = false;  // CaptureBeforeHooksGuard
 
 struct ReadyEntry {
   std::shared_ptr<Node> node;
@@ -160,6 +163,10 @@ void add_to_buffer(variable_list& buf, size_t pos, Tensor grad) {
 // Runs one node: tensor hooks, captures, node pre-hooks, apply, release, post hooks. Returns
 // false when the node only had captures (its gradients go nowhere else).
 bool run_node(GraphTask& task, Node& node, variable_list& inputs, const ExecInfo* info, bool run, variable_list& outs) {
+  if (task.captures_before_hooks && !run && info) {
+    for (auto [input_nr, idx] : info->captures) task.captured[idx] = inputs[input_nr];
+    return false;
+  }
   node.run_tensor_pre_hooks(inputs);
   if (info)
     for (auto [input_nr, idx] : info->captures) task.captured[idx] = inputs[input_nr];
@@ -284,6 +291,12 @@ variable_list run_backward(const std::vector<Edge>& roots, variable_list root_gr
                            bool create_graph, const std::vector<Edge>& outputs, bool accumulate_grad) {
   GraphTask task;
   task.id = g_next_task_id.fetch_add(1, std::memory_order_relaxed);
+  // The guard is for this task only: tasks nested inside it run hooks as usual.
+  task.captures_before_hooks = std::exchange(t_captures_before_hooks, false);
+  struct RestoreFlag {
+    bool v;
+    ~RestoreFlag() { t_captures_before_hooks = v; }
+  } restore_flag{task.captures_before_hooks};
   task.keep_graph = keep_graph;
   task.create_graph = create_graph;
   task.captured.resize(outputs.size());
@@ -526,6 +539,9 @@ void increment_version(const std::vector<Tensor>& tensors) {
   for (const Tensor& t : tensors)
     if (t.defined()) t.impl()->bump_version();
 }
+
+CaptureBeforeHooksGuard::CaptureBeforeHooksGuard() : prev_(std::exchange(t_captures_before_hooks, true)) {}
+CaptureBeforeHooksGuard::~CaptureBeforeHooksGuard() { t_captures_before_hooks = prev_; }
 
 int64_t current_graph_task_id() { return t_current_task ? t_current_task->id : -1; }
 

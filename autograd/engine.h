@@ -62,6 +62,22 @@ void backward(const std::vector<GradientEdge>& roots, const std::vector<Tensor>&
 void increment_version(const std::vector<Tensor>& tensors);
 
 int64_t current_graph_task_id();
+
+// While alive, each backward()/grad() this thread starts (not the ones nested inside those) takes
+// the gradient of a requested input whose node it does not otherwise run as it arrives, without
+// running that input's tensor hooks. For a node that hands such gradients on through its own edges
+// (autograd/checkpoint_rows.h: one inner grad() per slice of the batch): the hooks then run once,
+// on what its consumer receives, and not once more per inner backward.
+class CaptureBeforeHooksGuard {
+ public:
+  CaptureBeforeHooksGuard();
+  ~CaptureBeforeHooksGuard();
+  CaptureBeforeHooksGuard(const CaptureBeforeHooksGuard&) = delete;
+  CaptureBeforeHooksGuard& operator=(const CaptureBeforeHooksGuard&) = delete;
+
+ private:
+  bool prev_;
+};
 // Runs `fn` when the graph task running on this thread has run its last node (torch's
 // Variable._execution_engine.queue_callback): callbacks run in the order queued, on the task's
 // thread, still inside the task (current_graph_task_id() is its id, grad mode is create_graph's),

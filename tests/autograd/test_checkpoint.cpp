@@ -5,6 +5,7 @@
 #include "graft.h"
 #include "autograd/checkpoint.h"
 #include "nn/checkpoint_helpers.h"
+#include "support/check_close.h"
 
 using namespace graft;
 using namespace graft::autograd;
@@ -605,4 +606,83 @@ TEST_CASE("a checkpoint's forward frees each activation when the function drops 
   Tensor g = grad({y.sum()}, {x})[0];
   Tensor want = grad({fn(x).sum()}, {x})[0];
   CHECK(v(g) == v(want));
+}
+
+// checkpoint_rows (autograd/checkpoint_rows.h): a stretch of per-row layers run by slices of the
+// batch, in forward and backward.
+namespace {
+
+struct RowsBlock {
+  Tensor w, b;
+  Tensor operator()(const Tensor& x) const {
+    return max_pool2d(relu(conv2d(x, w, b, {1, 1}, {1, 1})), {2, 2}, {2, 2});
+  }
+};
+
+RowsBlock rows_block() {
+  manual_seed(7);
+  return {randn({4, 3, 3, 3}).mul(0.3).requires_grad_(), randn({4}).requires_grad_()};
+}
+
+}  // namespace
+
+TEST_CASE("checkpoint_rows: the output and every gradient are the unsliced ones, for even, uneven and oversized slicings") {
+  RowsBlock f = rows_block();
+  for (bool channels_last : {false, true}) {
+    manual_seed(3);
+    Tensor x0 = randn({10, 3, 8, 8});
+    if (channels_last) x0 = x0.contiguous(MemoryFormat::ChannelsLast);
+    Tensor x = x0.detach().requires_grad_();
+    Tensor probe = randn({10, 4, 4, 4});
+    Tensor y0 = f(x);
+    std::vector<Tensor> g0 = grad({(y0 * probe).sum()}, {x, f.w, f.b});
+    for (int64_t chunks : {1, 3, 10, 25}) {
+      INFO("chunks " << chunks << (channels_last ? ", channels-last" : ""));
+      Tensor y = checkpoint_rows(f, x, {f.w, f.b}, chunks);
+      test::check_close(y, y0);
+      std::vector<Tensor> g = grad({(y * probe).sum()}, {x, f.w, f.b});
+      for (size_t i = 0; i < g.size(); ++i) test::check_close(g[i], g0[i]);
+      // The input's gradient keeps the input's layout.
+      CHECK((g[0].suggest_memory_format() == MemoryFormat::ChannelsLast) == channels_last);
+    }
+  }
+}
+
+TEST_CASE("checkpoint_rows: parameters get one gradient per backward through the node, and .grad accumulates once") {
+  RowsBlock f = rows_block();
+  Tensor x = randn({6, 3, 8, 8});  // needs no gradient
+  int hook_calls = 0;
+  f.w.register_hook([&](const Tensor& g) {
+    ++hook_calls;
+    return g;
+  });
+  Tensor y = checkpoint_rows(f, x, {f.w, f.b}, 3);
+  y.sum().backward();
+  CHECK(hook_calls == 1);
+  Tensor expected = grad({f(x).sum()}, {f.w})[0];
+  test::check_close(f.w.grad(), expected);
+  // The input is the only tensor it saves: enclosing hooks pack exactly one.
+  int packs = 0;
+  {
+    SavedTensorsHooks count([&](const Tensor& t) -> Packed { ++packs; return t; },
+                            [](const Packed& p) { return std::any_cast<Tensor>(p); });
+    Tensor z = checkpoint_rows(f, x, {f.w, f.b}, 2);
+    CHECK(packs == 1);
+    z.sum().backward();
+  }
+  CHECK(packs == 1);  // the re-run saves in a fresh context
+}
+
+TEST_CASE("checkpoint_rows: bad arguments and a function that mixes rows give errors that say so") {
+  RowsBlock f = rows_block();
+  Tensor x = randn({4, 3, 8, 8}).requires_grad_();
+  CHECK_THROWS_WITH(checkpoint_rows(f, x, {f.w, f.b}, 0), Catch::Contains("chunks must be at least 1, got 0"));
+  CHECK_THROWS_WITH(checkpoint_rows(f, randn({}), {}, 2), Catch::Contains("batch dimension"));
+  auto mixes = [](const Tensor& t) { return t.sum({0}, /*keepdim=*/true); };
+  CHECK_THROWS_WITH(checkpoint_rows(mixes, x, {}, 2),
+                    Catch::Contains("fn must keep the batch dimension: a slice of 2 rows, shape [2, 3, 8, 8], gave [1, 3, 8, 8]"));
+  // Differentiating its backward is refused (once-differentiable).
+  Tensor y = checkpoint_rows(f, x, {f.w, f.b}, 2);
+  std::vector<Tensor> g = grad({y.pow(2).sum()}, {x}, {}, /*retain_graph=*/true, /*create_graph=*/true);
+  CHECK_THROWS(grad({g[0].sum()}, {f.w}));
 }

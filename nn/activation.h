@@ -14,6 +14,7 @@ class ReLU : public Module {
   Tensor forward_owned(Tensor&& input) override;
   bool works_in_place() const override { return true; }
   std::string name() const override { return "ReLU"; }
+  bool splits_by_rows(const Tensor& input) const override { return input.dim() >= 1; }
 };
 
 class GELU : public Module {
@@ -21,6 +22,7 @@ class GELU : public Module {
   explicit GELU(std::string approximate = "none") : approximate(std::move(approximate)) {}
   Tensor forward(const Tensor& input) override;
   std::string name() const override { return "GELU"; }
+  bool splits_by_rows(const Tensor& input) const override { return input.dim() >= 1; }
   std::string approximate;  // "none" | "tanh"
 };
 
@@ -31,6 +33,7 @@ class Tanh : public Module {
   Tensor forward_owned(Tensor&& input) override;
   bool works_in_place() const override { return true; }
   std::string name() const override { return "Tanh"; }
+  bool splits_by_rows(const Tensor& input) const override { return input.dim() >= 1; }
 };
 
 class Sigmoid : public Module {
@@ -40,6 +43,7 @@ class Sigmoid : public Module {
   Tensor forward_owned(Tensor&& input) override;
   bool works_in_place() const override { return true; }
   std::string name() const override { return "Sigmoid"; }
+  bool splits_by_rows(const Tensor& input) const override { return input.dim() >= 1; }
 };
 
 }  // namespace graft::nn

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <limits>
 
 #include "runtime/error.h"
@@ -49,7 +50,8 @@ int64_t added_bytes(const std::vector<LayerProfile>& L, const PlanStep& s, int& 
     }
     case StepKind::Offload: boundary = kNotHeld; return 0;
     case StepKind::Compress: return compress_share(f, s.codec, boundary);
-    case StepKind::Segment: {
+    case StepKind::Segment:
+    case StepKind::Chunked: {
       int64_t a = boundary == kHeld ? 0 : f.input_bytes;
       boundary = kNotHeld;
       return a;
@@ -70,8 +72,77 @@ double forward_seconds(const std::vector<LayerProfile>& L, int first, int last) 
   return t;
 }
 
+int64_t forward_bytes(const std::vector<LayerProfile>& L, const PlanStep& s, int flag, bool top);
+
 // Whether a kept or compressed layer writes its output over its input (invariant 11).
 bool over_input(const LayerProfile& f, int flag, bool top) { return top && f.in_place && flag != kHeld; }
+
+// Invariant 12: a layer's figures for one of k slices of its batch. Activations and their
+// gradients divide; its parameters' gradients, part of its measured backward, do not, and are made
+// afresh even where the step's own gradients are preallocated.
+LayerProfile slice_of(const LayerProfile& l, int k) {
+  auto part = [k](int64_t b) { return (b + k - 1) / k; };
+  LayerProfile s;
+  s.own_bytes = part(l.own_bytes);
+  s.input_bytes = part(l.input_bytes);
+  s.output_bytes = part(l.output_bytes);
+  s.saves_input = l.saves_input;
+  s.saves_output = l.saves_output;
+  s.param_grad_bytes = l.param_bytes;  // a slice's gradients are fresh tensors, summed by the step
+  if (l.backward_bytes >= 0)
+    s.backward_bytes = part(std::max<int64_t>(0, l.backward_bytes - l.param_bytes)) + l.param_bytes;
+  return s;
+}
+
+// Invariant 12 for the chunked steps [first, c] with k slices, for each c from `first` on while
+// the layers split into k slices: forward[c - first] is its forward point less its input, and
+// backward[c - first] its backward point above what is held. The slice's re-run is eval_range's
+// all-kept arithmetic (input held, not top level), carried along c: adding a layer adds its points
+// and its parameters' gradients to every earlier backward point (invariant 10).
+struct ChunkedFigures {
+  std::vector<int64_t> forward, backward;
+};
+ChunkedFigures chunked_figures(const std::vector<LayerProfile>& L, int first, int k) {
+  ChunkedFigures out;
+  const int n = static_cast<int>(L.size());
+  std::vector<int64_t> grads_from(static_cast<size_t>(n) + 1, 0);  // parameter gradients of layers >= j
+  for (int j = n - 1; j >= 0; --j) grads_from[j] = grads_from[j + 1] + L[static_cast<size_t>(j)].param_grad_bytes;
+  const int64_t input_grad = first == 0 && !L[0].input_needs_grad ? 0 : L[static_cast<size_t>(first)].input_bytes;
+  int flag = kHeld;
+  int64_t prefix = 0, max_forward = 0, inside = 0;
+  int64_t slice_grads = 0;  // the slice's parameter gradients of layers first..c
+  int64_t summed = 0;       // their running sums
+  int64_t max_backward = std::numeric_limits<int64_t>::min();  // of (backward point - slice_grads so far)
+  for (int c = first; c < n; ++c) {
+    const LayerProfile& f = L[static_cast<size_t>(c)];
+    if (f.rows < k) break;
+    const std::vector<LayerProfile> one{slice_of(f, k)};
+    const LayerProfile& s = one[0];
+    const PlanStep keep{StepKind::Keep, 0, 0, {}};
+    max_forward = std::max(max_forward, prefix + forward_bytes(one, keep, flag, /*top=*/false));
+    const int64_t at = prefix + added_bytes(one, keep, flag);
+    slice_grads += s.param_grad_bytes;
+    max_backward = std::max(max_backward, at + grad_bytes(s) - slice_grads);
+    prefix = at;
+    // The slice's output (layer c's) is the inner backward's root: held through all of it.
+    const int64_t rerun = std::max(max_forward, slice_grads + max_backward + s.output_bytes);
+    inside = std::max(inside, (c > first ? s.input_bytes : 0) + s.own_bytes + s.output_bytes);
+    out.forward.push_back(f.output_bytes + inside);
+    summed += f.param_bytes;
+    out.backward.push_back(grads_from[c + 1] + f.output_bytes + input_grad + summed + rerun);
+  }
+  return out;
+}
+
+// A chunked step's figures (invariant 12), checked against its layers.
+ChunkedFigures checked_chunked(const std::vector<LayerProfile>& L, const PlanStep& s) {
+  GRAFT_CHECK(s.chunks >= 1, "evaluate_plan: a chunked step over layers ", s.first, "-", s.last,
+              " needs at least 1 slice, got ", s.chunks);
+  ChunkedFigures c = chunked_figures(L, s.first, s.chunks);
+  GRAFT_CHECK(static_cast<int>(c.forward.size()) > s.last - s.first, "evaluate_plan: layers ", s.first, "-", s.last,
+              " cannot run by ", s.chunks, " slices of the batch: a layer does not split by rows or has fewer rows");
+  return c;
+}
 
 // Invariant 9: what a step holds at its largest point in forward, above what the steps before it
 // hold, with the boundary before it in state `flag`; `top`: a step of the plan itself, not of a
@@ -92,6 +163,7 @@ int64_t forward_bytes(const std::vector<LayerProfile>& L, const PlanStep& s, int
       }
       return in + inside;
     }
+    case StepKind::Chunked: return in + checked_chunked(L, s).forward[static_cast<size_t>(s.last - s.first)];
   }
   return 0;
 }
@@ -143,6 +215,10 @@ PlanCost eval_range(const std::vector<LayerProfile>& L, const std::vector<PlanSt
         c.extra_seconds += forward_seconds(L, s.first, s.last) + inner.extra_seconds;
         break;
       }
+      case StepKind::Chunked:
+        p = at + checked_chunked(L, s).backward[static_cast<size_t>(s.last - s.first)];
+        c.extra_seconds += forward_seconds(L, s.first, s.last);
+        break;
     }
     c.peak_bytes = std::max(c.peak_bytes, p);
     prefix = at;
@@ -178,6 +254,9 @@ constexpr float kInf = std::numeric_limits<float>::infinity();
 //                             best plan of [pos, c] with what remains: G(pos, c, r - in, true);
 //                             then G(c+1, last, r - in, false). Not the whole remainder when its
 //                             input is already held: that re-run would be this same state.
+//   a chunked step [pos, c]   by k slices (invariant 12), top level only: holds its input as a
+//                             segment; needs its forward and backward points <= r - in, then
+//                             G(c+1, last, r - in, false).
 // Memoized over (pos, last, r, flag); a plan's steps come back by replaying the recorded choices.
 class Search {
  public:
@@ -185,7 +264,8 @@ class Search {
       : L_(L), n_(static_cast<int>(L.size())), unit_(unit), R_(max_units) {
     size_t ncodecs = 0;
     for (const auto& l : L) {
-      offload_ = offload_ || l.offload_seconds >= 0 || !l.codecs.empty();
+      // Decisions open only at the top level: the memo then tells the top level apart.
+      offload_ = offload_ || l.offload_seconds >= 0 || !l.codecs.empty() || l.rows >= kChunkCounts[0];
       ncodecs = std::max(ncodecs, l.codecs.size());
     }
     flags_ = kPackedBy + static_cast<int>(ncodecs);
@@ -217,6 +297,16 @@ class Search {
       output_units_.push_back(units(l.output_bytes + grads_after(L, static_cast<int>(&l - L.data()))));
     }
     out_units_ = units(L.back().output_bytes);
+    chunk_fwd_.resize(static_cast<size_t>(n_));
+    chunk_bwd_.resize(static_cast<size_t>(n_));
+    for (int pos = 0; pos < n_; ++pos)
+      for (int k : kChunkCounts) {
+        ChunkedFigures c = chunked_figures(L, pos, k);
+        std::vector<int> f, b;
+        for (size_t d = 0; d < c.forward.size(); ++d) f.push_back(units(c.forward[d])), b.push_back(units(c.backward[d]));
+        chunk_fwd_[static_cast<size_t>(pos)].push_back(std::move(f));
+        chunk_bwd_[static_cast<size_t>(pos)].push_back(std::move(b));
+      }
     // Invariant 8: a kept last layer at the top level saves the caller's own output.
     const LayerProfile& e = L.back();
     last_keep_share_[0] = units(e.own_bytes + (e.saves_input ? e.input_bytes : 0));
@@ -272,6 +362,18 @@ class Search {
         float rest = solve(c + 1, last, rs, kNotHeld, top);
         if (t + inner + rest < best) best = t + inner + rest, pick = 3 + (c - pos);
       }
+      for (size_t ki = 0; top && ki < chunk_fwd_[static_cast<size_t>(pos)].size(); ++ki) {
+        const std::vector<int>& cf = chunk_fwd_[static_cast<size_t>(pos)][ki];
+        const std::vector<int>& cb = chunk_bwd_[static_cast<size_t>(pos)][ki];
+        for (int c = pos; c <= last && static_cast<size_t>(c - pos) < cf.size(); ++c) {
+          float t = static_cast<float>(prefix_t_[c + 1] - prefix_t_[pos]);
+          if (t >= best) break;  // recompute time only grows with c
+          const size_t d = static_cast<size_t>(c - pos);
+          if (cf[d] + fx > rs || cb[d] > rs) continue;
+          float rest = solve(c + 1, last, rs, kNotHeld, top);
+          if (t + rest < best) best = t + rest, pick = kChunkPick + static_cast<int>(d) * kChunkKinds + static_cast<int>(ki);
+        }
+      }
     }
     cost_[k] = best;
     choice_[k] = pick;
@@ -293,6 +395,14 @@ class Search {
         out.push_back({StepKind::Offload, pos, pos, {}});
         flag = kNotHeld;
         ++pos;
+      } else if (pick >= kChunkPick && pick < kCodecPick) {
+        const int d = (pick - kChunkPick) / kChunkKinds, ki = (pick - kChunkPick) % kChunkKinds;
+        PlanStep st{StepKind::Chunked, pos, pos + d, {}};
+        st.chunks = kChunkCounts[ki];
+        out.push_back(std::move(st));
+        r -= flag == kHeld ? 0 : input_[pos];
+        flag = kNotHeld;
+        pos += d + 1;
       } else if (pick >= kCodecPick) {
         const int k = pick - kCodecPick;
         out.push_back({StepKind::Compress, pos, pos, {}, k});
@@ -343,8 +453,13 @@ class Search {
   int out_units_ = 0;                        // the chain's output (invariant 8)
   int last_keep_share_[2] = {0, 0};
   std::vector<std::vector<int>> codec_held_, codec_input_, codec_bwd_;
-  // Picks from here on name a codec; below it, 3 + (c - pos) names a segment, and c - pos < n.
+  // Picks from kCodecPick on name a codec; from kChunkPick, kChunkPick + (c - pos) * kChunkKinds
+  // + the index into kChunkCounts names a chunked step; below it, 3 + (c - pos) names a segment.
   static constexpr int kCodecPick = 60000;
+  static constexpr int kChunkPick = 40000;
+  static constexpr int kChunkKinds = static_cast<int>(std::size(kChunkCounts));
+  // Invariant 12 in units, per first layer and slice count, per last layer from the first on.
+  std::vector<std::vector<std::vector<int>>> chunk_fwd_, chunk_bwd_;
   std::vector<double> prefix_t_;
 };
 
@@ -377,6 +492,8 @@ std::vector<PlanStep> sequential_plan(int num_layers, int segments) {
 SolvedPlan solve_plan(const std::vector<LayerProfile>& L, int64_t budget_bytes, int units) {
   GRAFT_CHECK(units >= 1 && units <= 65535, "solve_plan: units must be in [1, 65535], got ", units);
   const int n = static_cast<int>(L.size());
+  // The search's picks name a segment's or chunked step's length below 5000 (Search::kChunkPick).
+  GRAFT_CHECK(n < 5000, "solve_plan: at most 4999 layers, got ", n);
   SolvedPlan none;
   none.cost.peak_bytes = -1;
   if (n == 0) return SolvedPlan{};

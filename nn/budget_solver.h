@@ -56,6 +56,19 @@
 //    Module::call_owned): its forward then holds the one buffer. Offloaded, or in a segment's
 //    re-run, it runs out of place like any layer. Backward is unchanged: the layer saves the same
 //    tensor either way.
+// 12. A chunked step (`Chunked`) is a segment run by k slices of the batch (autograd/
+//    checkpoint_rows.h), at the plan's top level, over layers that all split by rows (`rows` > 0:
+//    nn::Module::splits_by_rows). It holds its input as a segment does. Its forward holds its
+//    input, its whole output and one slice's share of the segment's forward point. Its backward
+//    holds, above what is held, the later layers' parameter gradients, its output's gradient and
+//    its input's (unless that needs none: `input_needs_grad`), both whole, its own layers' summed
+//    parameter gradients (`param_bytes`), and one slice's re-run: the plain re-run of the segment
+//    with every activation figure divided by k and rounded up, making its layers' parameter
+//    gradients afresh (`param_bytes`, not divided), with the slice's output held through its
+//    backward (it is the inner backward's root). It
+//    runs out of place, and its extra time is its forward's, once. Slices can take a layer whose
+//    whole-batch gradients alone break the budget (a CNN's first convolution) below it, which no
+//    other decision can.
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -76,6 +89,12 @@ struct LayerProfile {
   // Its parameters' gradients, made by its backward and held to the end of the step (invariant
   // 10); 0 when they are preallocated (accumulated in place).
   int64_t param_grad_bytes = 0;
+  // Invariant 12: the rows of its input's batch when it may run by slices of them, else 0.
+  int64_t rows = 0;
+  // Its parameters that require grad: a chunked step makes their gradients afresh (one slice's
+  // and the running sum), whether or not the step's own gradients are preallocated.
+  int64_t param_bytes = 0;
+  bool input_needs_grad = true;  // false for a chain input that does not require grad
   double forward_seconds = 0;
   double offload_seconds = -1;  // writing out and reading back what it saves; < 0: cannot offload
   // One entry per candidate codec (the same codecs, in the same order, for every layer).
@@ -90,16 +109,21 @@ struct LayerProfile {
   std::vector<Codec> codecs;
 };
 
-enum class StepKind { Keep, Offload, Segment, Compress };
+enum class StepKind { Keep, Offload, Segment, Compress, Chunked };
 
 // One step of a plan over layers [first, last]: Keep and Offload cover one layer; a Segment is a
-// checkpoint over its layers, re-run in backward under `inner` (empty: every layer kept).
+// checkpoint over its layers, re-run in backward under `inner` (empty: every layer kept); a
+// Chunked step is a plain segment run by `chunks` slices of the batch (invariant 12).
 struct PlanStep {
   StepKind kind = StepKind::Keep;
   int first = 0, last = 0;
   std::vector<PlanStep> inner;
   int codec = -1;  // Compress: the index into the layer's codecs
+  int chunks = 0;  // Chunked: the number of slices
 };
+
+// The slice counts the search tries for a Chunked step.
+inline constexpr int kChunkCounts[] = {2, 4, 8, 16};
 
 struct PlanCost {
   int64_t held_bytes = 0;  // at the end of forward (above the starting point)

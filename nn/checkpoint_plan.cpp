@@ -11,6 +11,7 @@
 #include <sstream>
 #include <unordered_set>
 
+#include "autograd/checkpoint_rows.h"
 #include "autograd/compress_saved.h"
 #include "autograd/engine.h"
 #include "autograd/functional.h"
@@ -276,8 +277,14 @@ std::vector<CodecCheck> check_codecs(Sequential& model, const Tensor& input, con
           return Tensor();
         },
         [](const autograd::Packed&) -> Tensor { return Tensor(); });
-    Tensor y = model.forward(input).detach();
-    probe = ops::randn(y.sizes(), y.dtype(), y.device());
+    // On the first chunk only, as the passes below run, so that it holds no more than they do; the
+    // probe gets the whole batch's rows.
+    const int64_t rows = input.dim() > 0 ? input.size(0) : 1;
+    const int64_t per = chunks > 1 && input.dim() > 0 ? (rows + chunks - 1) / chunks : rows;
+    Tensor y = model.forward(per == rows ? input : input.narrow(0, 0, per)).detach();
+    Shape shape = y.sizes();
+    if (per != rows && !shape.empty() && shape[0] == per) shape[0] = rows;
+    probe = ops::randn(shape, y.dtype(), y.device());
   }
   GRAFT_CHECK(!params.empty(), "plan_checkpoint: checking a codec needs the model's parameters, and this model has "
               "none that require grad");
@@ -300,7 +307,8 @@ std::vector<CodecCheck> check_codecs(Sequential& model, const Tensor& input, con
 // does: the recording hooks keep nothing (they note each saved storage and drop it), and the timed
 // passes free each layer's graph before the next layer runs. So the measuring pass holds the
 // current boundary and one layer's tensors, never the whole forward's activations.
-std::vector<LayerProfile> measure(Sequential& model, const Tensor& input, const BudgetOptions& o) {
+std::vector<LayerProfile> measure(Sequential& model, const Tensor& input, bool input_requires_grad,
+                                  const BudgetOptions& o) {
   const size_t n = model.size();
   // Storages by owner: a weak reference keeps the control block, so a freed storage's identity is
   // never taken by a new one during the pass.
@@ -339,11 +347,14 @@ std::vector<LayerProfile> measure(Sequential& model, const Tensor& input, const 
       const size_t first_save = saved.size();
       in_st[i] = key(x);
       L[i].input_bytes = storage_bytes(x);
+      const int64_t rows =
+          o.allow_chunks && x.defined() && x.dim() >= 1 && model[i]->splits_by_rows(x) ? x.size(0) : 0;
       // Passed on as run_plan passes it: a layer that works in place writes over x here too, so
       // this pass holds one buffer where the plan does. Its saves of that storage are of its output.
       Tensor y = model[i]->call_owned(std::move(x));
       out_st[i] = key(y);
       L[i].output_bytes = storage_bytes(y);
+      L[i].rows = y.defined() && y.dim() >= 1 && y.size(0) == rows ? rows : 0;  // budget_solver.h, invariant 12
       const bool wrote_over = model[i]->works_in_place() && same(in_st[i], out_st[i]);
       // This layer's saves, classified now, while both boundaries are alive.
       for (size_t k = first_save; k < saved.size(); ++k) {
@@ -379,9 +390,10 @@ std::vector<LayerProfile> measure(Sequential& model, const Tensor& input, const 
       double t = seconds_since(t0);
       L[i].forward_seconds = rep == 0 ? t : std::min(L[i].forward_seconds, t);
       x = y.detach();
-      if (rep == 0 && !o.gradients_preallocated)
+      if (rep == 0)
         for (const Tensor& p : model[i]->parameters())
-          if (p.requires_grad()) L[i].param_grad_bytes += static_cast<int64_t>(p.nbytes());
+          if (p.requires_grad()) L[i].param_bytes += static_cast<int64_t>(p.nbytes());
+      if (rep == 0 && !o.gradients_preallocated) L[i].param_grad_bytes = L[i].param_bytes;
     }
   }
   if (o.allow_offload) {
@@ -392,11 +404,57 @@ std::vector<LayerProfile> measure(Sequential& model, const Tensor& input, const 
       l.offload_seconds = spb * static_cast<double>(l.own_bytes + (l.saves_input ? l.input_bytes : 0) +
                                                     (l.saves_output ? l.output_bytes : 0));
   }
+  // Invariant 12 of budget_solver.h: a layer's input needs a gradient once the input or an earlier
+  // layer's parameters do.
+  bool needs = input_requires_grad;
   for (size_t i = 0; i < n; ++i) {
     L[i].name = std::to_string(i) + ": " + model[i]->name();
     L[i].in_place = model[i]->works_in_place();
+    L[i].input_needs_grad = needs;
+    for (const Tensor& p : model[i]->parameters()) needs = needs || p.requires_grad();
   }
   return L;
+}
+
+// measure() where the whole batch fits: a probe on a sixteenth of the batch scales its largest
+// point (a layer's input, saves and output) up to the whole batch. Where that breaks half the
+// budget, which a plan of slices of the batch can still meet (budget_solver.h, invariant 12), the
+// profiles come from `chunk` and `2 chunk` rows instead, extrapolated along the line through the
+// two as measure_scaled does: boundaries and saves are proportional to the rows, parameters are
+// not, and forward times are close to affine.
+std::vector<LayerProfile> measure_within(Sequential& model, const Tensor& input, bool input_requires_grad,
+                                         const BudgetOptions& o, int64_t budget) {
+  const int64_t rows = input.dim() > 0 ? input.size(0) : 1;
+  if (rows >= 8) {
+    const int64_t probe_rows = std::max<int64_t>(1, rows / 16);
+    const std::vector<LayerProfile> P = measure(model, input.narrow(0, 0, probe_rows), input_requires_grad, o);
+    int64_t point = 0;
+    for (const LayerProfile& l : P) point = std::max(point, l.input_bytes + l.own_bytes + l.output_bytes);
+    const double whole = static_cast<double>(point) * static_cast<double>(rows) / static_cast<double>(probe_rows);
+    if (whole > static_cast<double>(std::max<int64_t>(budget, 0)) / 2) {
+      const int64_t chunk = std::clamp<int64_t>(
+          static_cast<int64_t>(static_cast<double>(rows) * static_cast<double>(std::max<int64_t>(budget, 0)) / (4 * whole)),
+          1, rows / 4);
+      const std::vector<LayerProfile> a = measure(model, input.narrow(0, 0, chunk), input_requires_grad, o);
+      std::vector<LayerProfile> L = measure(model, input.narrow(0, 0, 2 * chunk), input_requires_grad, o);
+      const double f = static_cast<double>(rows - chunk) / static_cast<double>(chunk);
+      auto line = [f](int64_t at1, int64_t at2) {
+        return std::max<int64_t>(0, std::llround(static_cast<double>(at1) + static_cast<double>(at2 - at1) * f));
+      };
+      for (size_t i = 0; i < L.size(); ++i) {
+        LayerProfile& l = L[i];
+        l.input_bytes = line(a[i].input_bytes, l.input_bytes);
+        l.output_bytes = line(a[i].output_bytes, l.output_bytes);
+        l.own_bytes = line(a[i].own_bytes, l.own_bytes);
+        l.forward_seconds = std::max(0.0, a[i].forward_seconds + (l.forward_seconds - a[i].forward_seconds) * f);
+        if (l.offload_seconds >= 0)
+          l.offload_seconds = std::max(0.0, a[i].offload_seconds + (l.offload_seconds - a[i].offload_seconds) * f);
+        l.rows = l.rows > 0 && a[i].rows > 0 ? rows : 0;
+      }
+      return L;
+    }
+  }
+  return measure(model, input, input_requires_grad, o);
 }
 
 void mark(const std::vector<PlanStep>& steps, int depth, CheckpointPlan& p) {
@@ -406,7 +464,8 @@ void mark(const std::vector<PlanStep>& steps, int depth, CheckpointPlan& p) {
       if (s.kind == StepKind::Offload) d = autograd::CheckpointPolicy::MustOffload;
       if (s.kind == StepKind::Compress)
         p.codec[static_cast<size_t>(i)] = p.profiles[static_cast<size_t>(i)].codecs[static_cast<size_t>(s.codec)].name;
-      if (s.kind == StepKind::Segment) {
+      if (s.kind == StepKind::Chunked) p.chunks[static_cast<size_t>(i)] = s.chunks;
+      if (s.kind == StepKind::Segment || s.kind == StepKind::Chunked) {
         d = autograd::CheckpointPolicy::MustRecompute;
         p.depth[static_cast<size_t>(i)] = std::max(p.depth[static_cast<size_t>(i)], depth + 1);
       }
@@ -462,6 +521,23 @@ Tensor run_steps(const Modules& mods, const std::shared_ptr<const std::vector<Pl
             x);
         break;
       }
+      case StepKind::Chunked: {
+        // budget_solver.h, invariant 12: the layers' parameters get their gradients through the
+        // step's node, summed over the slices.
+        std::vector<Tensor> params;
+        for (int i = s.first; i <= s.last; ++i)
+          for (const Tensor& p : (*mods)[static_cast<size_t>(i)]->parameters())
+            if (p.requires_grad()) params.push_back(p);
+        int first = s.first, last = s.last;
+        x = autograd::checkpoint_rows(
+            [mods, first, last](const Tensor& in) {
+              Tensor h = in;
+              for (int i = first; i <= last; ++i) h = (*(*mods)[static_cast<size_t>(i)])(h);
+              return h;
+            },
+            x, params, s.chunks);
+        break;
+      }
     }
   }
   return x;
@@ -506,7 +582,7 @@ CheckpointPlan plan_checkpoint(Sequential& model, const Tensor& example_input, i
   BudgetOptions measured = options;
   try {
     const Tensor input = example_input.detach();
-    L = measure(model, input, measured);
+    L = measure_within(model, input, example_input.requires_grad(), measured, step_budget);
     // Measuring a layer's backward holds its boundaries, the gradient handed to it and its own
     // work: about twice what keeping everything holds at that layer. Where that would break the
     // budget, the backward figures come from chunks of the batch (measure_scaled), small enough
@@ -567,6 +643,7 @@ CheckpointPlan plan_checkpoint(Sequential& model, const Tensor& example_input, i
   p.decisions.assign(L.size(), autograd::CheckpointPolicy::MustSave);
   p.depth.assign(L.size(), 0);
   p.codec.assign(L.size(), "");
+  p.chunks.assign(L.size(), 0);
   for (const auto& l : L) p.layers.push_back(l.name);
   mark(p.steps, 0, p);
   return p;
@@ -603,11 +680,15 @@ std::string CheckpointPlan::table() const {
   for (size_t i = 0; i < layers.size(); ++i) {
     const LayerProfile& l = profiles[i];
     int64_t saved = l.own_bytes + (l.saves_input ? l.input_bytes : 0) + (l.saves_output ? l.output_bytes : 0);
-    const std::string what = i < codec.size() && !codec[i].empty() ? "compress " + codec[i] : decision_name(decisions[i]);
+    std::string what = i < codec.size() && !codec[i].empty() ? "compress " + codec[i] : decision_name(decisions[i]);
+    if (i < chunks.size() && chunks[i] > 0 && decisions[i] == autograd::CheckpointPolicy::MustRecompute)
+      what = "recompute/" + std::to_string(chunks[i]);
     os << std::left << std::setw(static_cast<int>(w)) << layers[i] << "  " << std::setw(13) << what
        << "  " << std::setw(5) << depth[i] << "  " << std::right << std::setw(12) << mib(saved) << "  " << std::setw(12)
        << mib(l.output_bytes) << "  " << std::setw(10) << std::setprecision(3) << l.forward_seconds * 1e3 << "\n";
   }
+  if (std::any_of(chunks.begin(), chunks.end(), [](int k) { return k > 0; }))
+    os << "recompute/k: run by k slices of the batch, in forward and in backward\n";
   return os.str();
 }
 

@@ -18,11 +18,16 @@
 //    device, so dropout draws the same numbers with or without planning.
 // 2. A plan runs the model's own children in order: the arithmetic is the plain forward's, so
 //    gradients are bit-identical to plain for every mix of decisions (checkpoint re-runs preserve
-//    the RNG state; offloaded tensors come back byte for byte).
+//    the RNG state; offloaded tensors come back byte for byte), with one exception: layers run by
+//    slices of the batch (budget_solver.h, invariant 12; only where a budget needs them) sum their
+//    parameters' gradients over the slices, and a kernel may round a smaller batch differently, so
+//    their gradients equal plain's up to rounding. Their hooks fire once per slice.
 // 3. A budget below the smallest peak any plan reaches throws graft::Error naming that minimum.
 // 4. Planning holds about what the plan may: it measures layer by layer (recording hooks that keep
 //    nothing, each layer's graph freed before the next runs), so it never holds the whole forward's
-//    activations. Measuring one layer's backward holds its boundaries and the gradient handed to
+//    activations. Where one layer's whole-batch forward alone would break half the budget (a plan
+//    may still meet it by slices of the batch), the forward figures too come from two chunks of
+//    the batch, extrapolated. Measuring one layer's backward holds its boundaries and the gradient handed to
 //    it as well, about twice what keeping everything holds there: where that would break the
 //    budget, backwards and codecs are measured on two chunks of the batch (r and 2r rows, after a
 //    warm-up pass so once-filled caches do not bend the line) and extrapolated along the line
@@ -63,6 +68,11 @@ struct BudgetOptions {
   // Bytes held through every step outside the plan's reach, such as the optimizer's state
   // (optim::Optimizer::state_bytes()): the step is planned for the budget less these.
   int64_t outside_bytes = 0;
+  // Whether layers that split by rows (nn::Module::splits_by_rows) may run by slices of the batch
+  // where the budget needs it (budget_solver.h, invariant 12). Their gradients then equal plain's
+  // up to rounding, not bit for bit (invariant 2). Off: the plan keeps, recomputes, offloads and
+  // compresses only, and the minimum it can reach is that of those four.
+  bool allow_chunks = true;
   // Whether the example input is made inside the step (a training loop's prepared batch), so that
   // it too counts against the budget.
   bool input_in_budget = false;
@@ -80,6 +90,7 @@ struct CheckpointPlan {
   std::vector<autograd::CheckpointPolicy> decisions;     // MustSave, MustRecompute or MustOffload
   std::vector<int> depth;                                // how many checkpoints re-run the layer
   std::vector<std::string> codec;                        // "bf16" / "int8" for a compressed layer, else ""
+  std::vector<int> chunks;  // k for a layer run by k slices of the batch (budget_solver.h, invariant 12), else 0
   std::vector<CodecCheck> codec_checks;                  // one per BudgetOptions::codecs
   int64_t predicted_peak_bytes = 0;
   double predicted_extra_forward = 0;  // recompute + offload time, as a fraction of one forward

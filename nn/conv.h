@@ -14,6 +14,8 @@ class Conv2d : public Module {
          Size2 dilation = 1, int64_t groups = 1, bool bias = true);
   Tensor forward(const Tensor& input) override;
   std::string name() const override { return "Conv2d"; }
+  // A batched input only: the rows of an unbatched one are channels.
+  bool splits_by_rows(const Tensor& input) const override { return input.dim() == 4; }
   void reset_parameters();
 
   int64_t in_channels, out_channels;

@@ -11,6 +11,7 @@ class Linear : public Module {
   Linear(int64_t in_features, int64_t out_features, bool bias = true);
   Tensor forward(const Tensor& input) override;
   std::string name() const override { return "Linear"; }
+  bool splits_by_rows(const Tensor& input) const override { return input.dim() >= 2; }
   void reset_parameters();
 
   int64_t in_features, out_features;

@@ -134,6 +134,13 @@ class Module : public std::enable_shared_from_this<Module> {
   // Whether forward_owned may compute in place (ReLU, Tanh, Sigmoid); the memory planner models it
   // (nn/budget_solver.h, invariant 11).
   virtual bool works_in_place() const { return false; }
+  // Whether forward(input) may run on slices of input's rows (dimension 0) one at a time: each
+  // output row comes from its input row alone, and forward draws no random numbers and keeps no
+  // statistics across rows. The slices' outputs, stacked, are then forward(input) up to the
+  // kernels' rounding. The memory planner runs such layers by slices of the batch where their
+  // whole-batch activations break a budget (autograd/checkpoint_rows.h). False unless a layer
+  // says otherwise: Dropout draws numbers, BatchNorm2d shares statistics.
+  virtual bool splits_by_rows(const Tensor& input) const { return false; }
   // What call_owned runs without hooks; the default is forward(input).
   virtual Tensor forward_owned(Tensor&& input);
 

@@ -10,6 +10,7 @@ class MaxPool2d : public Module {
   MaxPool2d(Size2 kernel_size, Size2 stride = 0, Size2 padding = 0, Size2 dilation = 1, bool ceil_mode = false);
   Tensor forward(const Tensor& input) override;
   std::string name() const override { return "MaxPool2d"; }
+  bool splits_by_rows(const Tensor& input) const override { return input.dim() == 4; }
   Size2 kernel_size, stride, padding, dilation;
   bool ceil_mode;
 };
@@ -20,6 +21,7 @@ class AvgPool2d : public Module {
             bool count_include_pad = true);
   Tensor forward(const Tensor& input) override;
   std::string name() const override { return "AvgPool2d"; }
+  bool splits_by_rows(const Tensor& input) const override { return input.dim() == 4; }
   Size2 kernel_size, stride, padding;
   bool ceil_mode, count_include_pad;
 };

@@ -205,3 +205,78 @@ TEST_CASE("budget solver: a layer that works in place holds one buffer at its fo
   SolvedPlan q = solve_plan(L, in_place.peak_bytes, 1 << 12);
   CHECK((q.cost.peak_bytes < 0 || q.cost.extra_seconds > 0));
 }
+
+TEST_CASE("budget solver: a chunked step holds one slice of its re-run, and reaches budgets no other decision can") {
+  // One large layer, as a CNN's first convolution: its input needs no gradient, its output is 8b,
+  // its backward's working set 16b. The caller holds the output throughout (invariant 8).
+  const int64_t b = 1 << 16;
+  std::vector<LayerProfile> L(1);
+  L[0].input_bytes = 4 * b, L[0].output_bytes = 8 * b, L[0].saves_input = true, L[0].backward_bytes = 16 * b;
+  L[0].input_needs_grad = false;
+  L[0].forward_seconds = 1e-3;
+  CHECK(evaluate_plan(L, sequential_plan(1, 1)).peak_bytes == 8 * b + 16 * b);
+  auto chunked = [](int k) {
+    PlanStep s{StepKind::Chunked, 0, 0, {}};
+    s.chunks = k;
+    return std::vector<PlanStep>{s};
+  };
+  // Not a layer that splits by rows: no such step.
+  CHECK_THROWS_WITH(evaluate_plan(L, chunked(4)), Catch::Contains("cannot run by 4 slices of the batch"));
+  L[0].rows = 64;
+  // By 4 slices: the caller's output, its gradient (whole) and a quarter of the backward (invariant 12).
+  PlanCost c4 = evaluate_plan(L, chunked(4));
+  // (The slice's own output, 2b, is held through its backward; the backward's 4b already peaks above
+  // the forward's output.)
+  CHECK(c4.peak_bytes == 8 * b + 8 * b + 4 * b + 2 * b);
+  CHECK(c4.extra_seconds == Approx(1e-3));
+  CHECK(evaluate_plan(L, chunked(16)).peak_bytes == 8 * b + 8 * b + b + b / 2);
+  // An input that needs a gradient gets it whole.
+  L[0].input_needs_grad = true;
+  CHECK(evaluate_plan(L, chunked(4)).peak_bytes == 8 * b + 8 * b + 4 * b + 2 * b + 4 * b);
+  L[0].input_needs_grad = false;
+  // Without slices no plan gets below keeping everything; with them the search finds the fewest
+  // slices that fit.
+  std::vector<LayerProfile> no_rows = L;
+  no_rows[0].rows = 0;
+  CHECK(min_peak_bytes(no_rows) >= 24 * b);
+  CHECK(min_peak_bytes(L) <= 17 * b + b / 2 + b / 8);
+  // (A little above 19b: the search rounds every size up to units of the budget.)
+  SolvedPlan p = solve_plan(L, 19 * b + b / 4, 1 << 12);
+  REQUIRE(p.steps.size() == 1);
+  CHECK(p.steps[0].kind == StepKind::Chunked);
+  CHECK(p.steps[0].chunks == 8);
+  CHECK(p.cost.peak_bytes <= 19 * b + b / 4);
+  // A batch of 4 rows allows 2 and 4 slices only.
+  L[0].rows = 4;
+  CHECK(solve_plan(L, 19 * b + b / 4, 1 << 12).cost.peak_bytes < 0);
+}
+
+TEST_CASE("budget solver: a chunked stretch of a chain counts its layers' gradients and re-run per slice") {
+  // conv -> relu -> pool as in a CNN, then a small head that does not split (rows 0).
+  const int64_t b = 1 << 16;
+  std::vector<LayerProfile> L(4);
+  L[0].input_bytes = b, L[0].output_bytes = 16 * b, L[0].saves_input = true, L[0].backward_bytes = 16 * b + 1024,
+  L[0].param_grad_bytes = L[0].param_bytes = 1024, L[0].input_needs_grad = false;
+  L[1].input_bytes = L[1].output_bytes = 16 * b, L[1].own_bytes = 2 * b, L[1].backward_bytes = 16 * b;
+  L[2].input_bytes = 16 * b, L[2].output_bytes = 4 * b, L[2].own_bytes = 4 * b, L[2].backward_bytes = 20 * b;
+  L[3].input_bytes = 4 * b, L[3].output_bytes = b, L[3].saves_input = true, L[3].backward_bytes = 5 * b + 2048,
+  L[3].param_grad_bytes = L[3].param_bytes = 2048;
+  for (int i = 0; i < 3; ++i) L[static_cast<size_t>(i)].rows = 32;
+  for (auto& l : L) l.forward_seconds = 1e-3;
+  const int64_t plain = evaluate_plan(L, sequential_plan(4, 1)).peak_bytes;
+  PlanStep s{StepKind::Chunked, 0, 2, {}};
+  s.chunks = 4;
+  std::vector<PlanStep> plan{s, {StepKind::Keep, 3, 3, {}}};
+  PlanCost c = evaluate_plan(L, plan);
+  // Held at the chunked step's backward: the caller's output (b), layer 3's gradient (2048), the
+  // gradient of the pool's output (4b, whole), the conv's summed gradient (1024), and the slice's
+  // re-run, whose largest point is the relu's forward, out of place: a quarter of its input, mask
+  // and output. (Its backward peaks at the pool's: the slice's saves b / 2 + b, the conv's fresh
+  // gradient, 20b / 4 and the slice's output b: 7.5b in all.)
+  CHECK(c.peak_bytes == b + 2048 + 4 * b + 1024 + (4 * b + 2 * b / 4 + 4 * b));
+  CHECK(c.peak_bytes < plain / 2);
+  CHECK(c.extra_seconds == Approx(3e-3));
+  // The head cannot join a chunked step.
+  s.last = 3;
+  CHECK_THROWS_WITH(evaluate_plan(L, {s}), Catch::Contains("layers 0-3 cannot run by 4 slices"));
+}

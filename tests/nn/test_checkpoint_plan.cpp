@@ -55,6 +55,11 @@ BudgetOptions preallocated(BudgetOptions o = {}) {
   o.gradients_preallocated = true;
   return o;
 }
+// The four decisions whose gradients are plain's bit for bit (invariant 2): no slices of the batch.
+BudgetOptions exact(BudgetOptions o = preallocated()) {
+  o.allow_chunks = false;
+  return o;
+}
 template <class Forward>
 StepResult step(Sequential& model, const Tensor& x, Forward&& forward) {
   return test::budget_step(model, x, std::forward<Forward>(forward));
@@ -77,13 +82,13 @@ TEST_CASE("plan_checkpoint: every decision mix gives gradients bit-identical to 
   auto model = uneven_chain();
   Tensor x = batch();
   StepResult plain = step(*model, x, [&](const Tensor& in) { return (*model)(in); });
-  CheckpointPlan all = plan_checkpoint(*model, x, plain.activation_peak * 4, preallocated());
+  CheckpointPlan all = plan_checkpoint(*model, x, plain.activation_peak * 4, exact());
   INFO(all.table());
   CHECK(count(all, autograd::CheckpointPolicy::MustRecompute) == 0);
   int64_t lo = min_peak_bytes(all.profiles), hi = all.plain_peak_bytes;
   for (double frac : {0.7, 0.4, 0.0}) {
     int64_t budget = lo + static_cast<int64_t>(frac * static_cast<double>(hi - lo));
-    CheckpointPlan p = plan_checkpoint(*model, x, budget, preallocated());
+    CheckpointPlan p = plan_checkpoint(*model, x, budget, exact());
     StepResult r = step(*model, x, [&](const Tensor& in) { return run_plan(*model, p, in); });
     INFO(p.table() << "measured activation peak " << r.activation_peak << " bytes (plain: measured "
                    << plain.activation_peak << ", predicted " << all.plain_peak_bytes << ")");
@@ -102,8 +107,8 @@ TEST_CASE("plan_checkpoint: nested segments appear at small budgets and still ma
   manual_seed(5);
   Tensor x = randn({64, 48});
   StepResult plain = step(*model, x, [&](const Tensor& in) { return (*model)(in); });
-  CheckpointPlan probe = plan_checkpoint(*model, x, plain.activation_peak * 4, preallocated());
-  CheckpointPlan p = plan_checkpoint(*model, x, min_peak_bytes(probe.profiles), preallocated());
+  CheckpointPlan probe = plan_checkpoint(*model, x, plain.activation_peak * 4, exact());
+  CheckpointPlan p = plan_checkpoint(*model, x, min_peak_bytes(probe.profiles), exact());
   INFO(p.table());
   CHECK(*std::max_element(p.depth.begin(), p.depth.end()) >= 2);
   StepResult r = step(*model, x, [&](const Tensor& in) { return run_plan(*model, p, in); });

@@ -162,6 +162,7 @@ TEST_CASE("plan_checkpoint with a codec: compressed layers, the peak within budg
   p.predicted_peak_bytes = evaluate_plan(p.profiles, p.steps).peak_bytes;
   std::fill(p.decisions.begin(), p.decisions.end(), autograd::CheckpointPolicy::MustSave);
   std::fill(p.depth.begin(), p.depth.end(), 0);
+  std::fill(p.chunks.begin(), p.chunks.end(), 0);
   for (int i = 0; i < n; ++i) p.codec[static_cast<size_t>(i)] = i < n / 2 ? "bf16" : "";
   INFO(p.table());
   REQUIRE(p.codec_checks.size() == 1);

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <any>
 #include <memory>
-#include <sstream>
 
 #include "autograd/autocast.h"
 #include "autograd/engine.h"
@@ -13,6 +12,7 @@
 #include "ops/ops.h"
 #include "runtime/error.h"
 #include "runtime/memory_format.h"
+#include "runtime/shape.h"
 
 namespace graft::autograd {
 
@@ -26,14 +26,6 @@ struct RowsState {
   int64_t per = 1;  // rows per slice (the last may have fewer)
   autocast::AutocastState autocast;
 };
-
-std::string shape_str(const Shape& s) {
-  std::ostringstream os;
-  os << "[";
-  for (size_t i = 0; i < s.size(); ++i) os << (i ? ", " : "") << s[i];
-  os << "]";
-  return os.str();
-}
 
 // A fresh tensor of `sizes` laid out as `like` (channels-last stays channels-last), so that
 // writing slices of `like`'s layout into it copies densely.

@@ -92,7 +92,9 @@ variable_list rows_backward(FunctionCtx* ctx, variable_list grads) {
       Tensor& acc = out[1 + i];
       const Tensor& gi = r[k++];
       if (!gi.defined()) continue;
-      if (!acc.defined()) acc = gi;
+      // The first slice's gradient becomes the sum, written in place by the next ones: a dense
+      // copy where the engine handed over a broadcast view.
+      if (!acc.defined()) acc = gi.is_contiguous() ? gi : gi.contiguous();
       else acc.add_(gi);
     }
   }
@@ -138,7 +140,9 @@ Tensor checkpoint_rows(const std::function<Tensor(const Tensor&)>& fn, const Ten
       const int64_t len = std::min(st->per, rows - lo);
       Tensor y = run_slice(*st, input.narrow(0, lo, len), len);
       if (!out.defined()) {
-        if (len == rows) {
+        // One slice: its output is the output, unless fn returned a view of the input (a flatten),
+        // which the node's output must not be.
+        if (len == rows && y.impl()->storage() != input.impl()->storage()) {
           out = y;
           break;
         }

@@ -124,8 +124,10 @@ ChunkedFigures chunked_figures(const std::vector<LayerProfile>& L, int first, in
     slice_grads += s.param_grad_bytes;
     max_backward = std::max(max_backward, at + grad_bytes(s) - slice_grads);
     prefix = at;
-    // The slice's output (layer c's) is the inner backward's root: held through all of it.
-    const int64_t rerun = std::max(max_forward, slice_grads + max_backward + s.output_bytes);
+    // The slice's output (layer c's) is the inner backward's root, held through all of it: counted
+    // here unless layer c saves it anyway.
+    const int64_t root = s.saves_output ? 0 : s.output_bytes;
+    const int64_t rerun = std::max(max_forward, slice_grads + max_backward + root);
     inside = std::max(inside, (c > first ? s.input_bytes : 0) + s.own_bytes + s.output_bytes);
     out.forward.push_back(f.output_bytes + inside);
     summed += f.param_bytes;

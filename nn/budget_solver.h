@@ -65,7 +65,7 @@
 //    parameter gradients (`param_bytes`), and one slice's re-run: the plain re-run of the segment
 //    with every activation figure divided by k and rounded up, making its layers' parameter
 //    gradients afresh (`param_bytes`, not divided), with the slice's output held through its
-//    backward (it is the inner backward's root). It
+//    backward (it is the inner backward's root; the last layer may save it anyway). It
 //    runs out of place, and its extra time is its forward's, once. Slices can take a layer whose
 //    whole-batch gradients alone break the budget (a CNN's first convolution) below it, which no
 //    other decision can.

@@ -673,6 +673,17 @@ TEST_CASE("checkpoint_rows: parameters get one gradient per backward through the
   CHECK(packs == 1);  // the re-run saves in a fresh context
 }
 
+TEST_CASE("checkpoint_rows: a function that returns a view of its input (flatten) gives a fresh output") {
+  Tensor x = randn({4, 2, 3}).requires_grad_();
+  auto flat = [](const Tensor& t) { return t.flatten(1); };
+  for (int64_t chunks : {1, 2}) {
+    Tensor y = checkpoint_rows(flat, x, {}, chunks);
+    CHECK(y.impl()->storage() != x.impl()->storage());
+    std::vector<Tensor> g = grad({(y * y).sum()}, {x});
+    test::check_close(g[0], x.detach() * 2);
+  }
+}
+
 TEST_CASE("checkpoint_rows: bad arguments and a function that mixes rows give errors that say so") {
   RowsBlock f = rows_block();
   Tensor x = randn({4, 3, 8, 8}).requires_grad_();

@@ -225,8 +225,8 @@ TEST_CASE("budget solver: a chunked step holds one slice of its re-run, and reac
   L[0].rows = 64;
   // By 4 slices: the caller's output, its gradient (whole) and a quarter of the backward (invariant 12).
   PlanCost c4 = evaluate_plan(L, chunked(4));
-  // (The slice's own output, 2b, is held through its backward; the backward's 4b already peaks above
-  // the forward's output.)
+  // (The slice's own output, 2b, is held through its backward, which it does not save: the
+  // backward's 4b peaks above the forward's output.)
   CHECK(c4.peak_bytes == 8 * b + 8 * b + 4 * b + 2 * b);
   CHECK(c4.extra_seconds == Approx(1e-3));
   CHECK(evaluate_plan(L, chunked(16)).peak_bytes == 8 * b + 8 * b + b + b / 2);
@@ -272,7 +272,7 @@ TEST_CASE("budget solver: a chunked stretch of a chain counts its layers' gradie
   // gradient of the pool's output (4b, whole), the conv's summed gradient (1024), and the slice's
   // re-run, whose largest point is the relu's forward, out of place: a quarter of its input, mask
   // and output. (Its backward peaks at the pool's: the slice's saves b / 2 + b, the conv's fresh
-  // gradient, 20b / 4 and the slice's output b: 7.5b in all.)
+  // gradient, 20b / 4 and the slice's output b, which the pool does not save: 7.5b in all.)
   CHECK(c.peak_bytes == b + 2048 + 4 * b + 1024 + (4 * b + 2 * b / 4 + 4 * b));
   CHECK(c.peak_bytes < plain / 2);
   CHECK(c.extra_seconds == Approx(3e-3));

@@ -275,3 +275,61 @@ TEST_CASE("a whole-step budget on a small channels-last CNN: gradients start as 
   // Below the minimum: the error names it.
   CHECK_THROWS_WITH(plan_checkpoint(*m, x, minimum / 2, o), Catch::Contains("minimum"));
 }
+
+TEST_CASE("below what the four exact decisions reach, a CNN runs by slices of the batch, within the budget") {
+  // The fifth decision (budget_solver.h, invariant 12), on a step as graft train runs it
+  // (gradients start as none): the first stage's whole-batch tensors bound every exact plan.
+  manual_seed(6);
+  auto m = std::make_shared<Sequential>();
+  m->push_back(std::make_shared<Conv2d>(1, 16, 3, 1, 1));
+  m->push_back(std::make_shared<ReLU>());
+  m->push_back(std::make_shared<MaxPool2d>(2));
+  m->push_back(std::make_shared<Conv2d>(16, 16, 3, 1, 1));
+  m->push_back(std::make_shared<ReLU>());
+  m->push_back(std::make_shared<MaxPool2d>(2));
+  m->push_back(std::make_shared<Flatten>());
+  m->push_back(std::make_shared<Linear>(16 * 7 * 7, 10));
+  Tensor x = randn({64, 1, 28, 28});
+  Tensor target = ops::zeros({64}, kInt64);
+  // Which layers say they split by rows: batched convolutions and pools, a flatten that keeps the
+  // batch, linear and activations; not an unbatched convolution, nor a flatten of the batch.
+  CHECK((*m)[0]->splits_by_rows(x));
+  CHECK_FALSE((*m)[0]->splits_by_rows(randn({1, 28, 28})));
+  CHECK((*m)[6]->splits_by_rows(x));
+  CHECK_FALSE(Flatten(0).splits_by_rows(x));
+  CHECK_FALSE(Dropout(0.1).splits_by_rows(x));
+  auto run_step = [&](const std::function<Tensor(const Tensor&)>& forward, std::vector<Tensor>* grads) {
+    for (Tensor& p : m->parameters()) p.mutable_grad() = Tensor();
+    memory_log_start(kCPU);
+    {
+      Tensor out = forward(x);
+      functional::cross_entropy(out, target).backward();
+    }
+    int64_t peak = 0;
+    for (const MemoryEvent& e : memory_log_stop()) peak = std::max(peak, e.bytes);
+    if (grads)
+      for (Tensor& p : m->parameters()) grads->push_back(p.grad().clone());
+    return peak;
+  };
+  std::vector<Tensor> plain_grads;
+  const int64_t plain = run_step([&](const Tensor& in) { return (*m)(in); }, &plain_grads);
+  BudgetOptions exact;
+  exact.allow_chunks = false;
+  const int64_t exact_min = min_peak_bytes(plan_checkpoint(*m, x, 1 << 30, exact).profiles);
+  const int64_t sliced_min = min_peak_bytes(plan_checkpoint(*m, x, 1 << 30).profiles);
+  INFO("plain " << plain << ", exact minimum " << exact_min << ", with slices " << sliced_min);
+  REQUIRE(sliced_min < exact_min * 8 / 10);
+  const int64_t budget = (sliced_min + exact_min) / 2;
+  CHECK_THROWS_WITH(plan_checkpoint(*m, x, budget, exact), Catch::Contains("minimum"));
+  CheckpointPlan p = plan_checkpoint(*m, x, budget);
+  INFO(p.table());
+  CHECK(std::any_of(p.chunks.begin(), p.chunks.end(), [](int k) { return k > 1; }));
+  CHECK(p.table().find("recompute/") != std::string::npos);
+  std::vector<Tensor> grads;
+  const int64_t measured = run_step([&](const Tensor& in) { return run_plan(*m, p, in); }, &grads);
+  CHECK(measured <= budget);
+  CHECK(std::abs(static_cast<double>(measured - p.predicted_peak_bytes)) <= 0.03 * static_cast<double>(plain));
+  // Sums over slices: plain's gradients up to rounding.
+  REQUIRE(grads.size() == plain_grads.size());
+  for (size_t i = 0; i < grads.size(); ++i) CHECK(rel_err(grads[i], plain_grads[i]) < 1e-5);
+}

@@ -303,7 +303,8 @@ class Search {
     chunk_bwd_.resize(static_cast<size_t>(n_));
     for (int pos = 0; pos < n_; ++pos)
       for (int k : kChunkCounts) {
-        ChunkedFigures c = chunked_figures(L, pos, k);
+        // No slices where the first layer has too few rows (or none): skip its figures' work.
+        ChunkedFigures c = L[static_cast<size_t>(pos)].rows >= k ? chunked_figures(L, pos, k) : ChunkedFigures{};
         std::vector<int> f, b;
         for (size_t d = 0; d < c.forward.size(); ++d) f.push_back(units(c.forward[d])), b.push_back(units(c.backward[d]));
         chunk_fwd_[static_cast<size_t>(pos)].push_back(std::move(f));

@@ -149,6 +149,38 @@ TEST_CASE("_quantize_int8 matches the reference formula per channel, for a middl
   }
 }
 
+TEST_CASE("int8's channels-last loop gives the reference codes on ties, clamps and non-finite values") {
+  // The vectorised loop for a float [N, C] tensor quantized along its last dim (a linear's input):
+  // 37 channels, so a vector remainder too. Channel c's largest finite |x| is 126 * (c + 1) / 8, so
+  // x = (k + 0.5) * scale lands on a tie, which must round to even as nearbyint does.
+  const int64_t N = 20, C = 37;
+  std::vector<float> x(static_cast<size_t>(N * C));
+  for (int64_t c = 0; c < C; ++c) {
+    const float scale = static_cast<float>(c + 1) / 8.0f;  // exact in binary
+    for (int64_t n = 0; n < N; ++n) {
+      float v = (static_cast<float>(n % 9) - 4.0f + 0.5f) * scale;  // ties: -3.5 .. 4.5 steps
+      if (n == 0) v = 126.0f * scale;                                 // the channel's max
+      if (n == 1) v = -126.0f * scale;
+      if (n == 2) v = 125.5f * scale;  // a tie next to the top code
+      x[static_cast<size_t>(n * C + c)] = v;
+    }
+  }
+  x[static_cast<size_t>(3 * C + 5)] = kNaN;
+  x[static_cast<size_t>(4 * C + 6)] = kInf;
+  x[static_cast<size_t>(5 * C + 7)] = -kInf;
+  for (int64_t n = 0; n < N; ++n) x[static_cast<size_t>(n * C + 36)] = n % 2 ? 0.0f : -0.0f;  // a zero channel
+  x[static_cast<size_t>(6 * C + 36)] = kNaN;
+  Tensor t = tensor(x, {N, C});
+  auto q = ops::_quantize_int8(t, 1);
+  const Int8Ref ref = int8_reference(x, N, C, 1);
+  CHECK(floats(q[1]) == ref.scale);
+  std::vector<uint8_t> codes = bytes_of(q[0]);
+  std::vector<int8_t> got(codes.size());
+  std::memcpy(got.data(), codes.data(), codes.size());
+  CHECK(got == ref.codes);
+  CHECK(got[static_cast<size_t>(2 * C)] == 126);  // 125.5 rounds to the even 126
+}
+
 TEST_CASE("int8 codes keep inf, -inf and NaN, and a channel of zeros or non-finite values decodes exactly") {
   Tensor x = tensor(std::vector<float>{1.0f, kInf, -kInf, kNaN, -2.0f, 0.5f,  // channel rows: [2, 3] dim -1
                                        0.0f, 0.0f, 0.0f, kNaN, kInf, 0.0f},

@@ -8,6 +8,7 @@
 #include <tuple>
 #include <utility>
 
+#include "autograd/autograd_meta.h"
 #include "ops/ops.h"
 #include "runtime/memory_format.h"
 #include "runtime/storage.h"
@@ -15,6 +16,17 @@
 namespace graft::autograd {
 
 namespace {
+
+// A leaf that requires grad (a parameter, registered or captured), or a view of one: its storage is
+// the model's, held before the step and after it.
+bool leaf_storage(const Tensor& t) {
+  const AutogradMeta* m = get_meta(t);
+  if (m == nullptr) return false;
+  if (m->requires_grad_ && !m->grad_fn_) return true;
+  if (!m->is_view_ || !m->base_.defined()) return false;
+  const AutogradMeta* b = get_meta(m->base_);
+  return b != nullptr && b->requires_grad_ && !b->grad_fn_;
+}
 
 enum class Form : uint8_t { kPlain, kBf16, kInt8, kMask };
 
@@ -191,7 +203,10 @@ struct CompressSaved::State {
     if (form == Form::kPlain) {
       ++stats.kept;
       note(t, why);
-      const bool parameter = site && site->tolerance != SaveTolerance::kExact && site->from_parameter();
+      // A parameter's storage (or a view's of one), from any slot: a weight saved for the input's
+      // gradient is the model's, not an activation. A cast of one (autocast) is a new tensor the
+      // step holds, and counts.
+      const bool parameter = site && site->tensor && leaf_storage(*site->tensor);
       if (!parameter && kept_storages.insert(t.impl()->storage().get()).second)
         stats.bytes_kept += static_cast<int64_t>(t.impl()->storage()->nbytes());
       return encode(t, form);

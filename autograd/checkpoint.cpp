@@ -79,6 +79,10 @@ struct TaskResults final : GraphTaskState {
   bool ran = false;
   std::vector<Tensor> tensors;
   std::vector<bool> consumed;
+  // With CheckpointOptions::recompute_hooks: the recomputed tensors in their packed form (then
+  // `tensors` stays empty), and the unpack hook of the pair that packed them.
+  std::vector<Packed> packed;
+  std::shared_ptr<const UnpackHook> unpack;
 };
 
 struct StopRecompute {};
@@ -234,6 +238,7 @@ void recompute(Frame& f, TaskResults& r) {
       any = true;
     }
   r.tensors.assign(n, Tensor());
+  r.packed.assign(n, Packed());
   r.consumed.assign(n, false);
   if (!any) return;
 
@@ -260,6 +265,17 @@ void recompute(Frame& f, TaskResults& r) {
   // The forward's autocast state (the engine runs backward with it off), so every op casts as it
   // did and saves tensors of the same dtypes, as torch.utils.checkpoint does.
   autocast::AutocastStateGuard autocast_state(f.autocast);
+  // The packing pair for what comes back, made in the fresh context and under `collect`, which
+  // calls it itself: fn's own saves reach `collect` first, as without it.
+  std::unique_ptr<SavedTensorsHooks> packing;
+  std::optional<SavedHooksPair> pack_pair;
+  if (f.opts.recompute_hooks) {
+    packing = f.opts.recompute_hooks();
+    GRAFT_CHECK(packing != nullptr && current_saved_hooks() != nullptr,
+                "checkpoint: CheckpointOptions::recompute_hooks returned no hooks");
+    pack_pair = *current_saved_hooks();
+    r.unpack = pack_pair->unpack;
+  }
   size_t next = 0;
   bool stopped = false;
   {
@@ -283,15 +299,27 @@ void recompute(Frame& f, TaskResults& r) {
           // Data only: the original graph gives it back its history when it unpacks (see
           // SavedVariable), so nothing of the recomputation's graph outlives this call.
           Tensor data = alias_without_history(t);
-          r.tensors[k] = data;
+          Packed kept = data;
+          if (pack_pair) {
+            // t: as the op saved it (the hooks read its save site). The recomputation's own graph
+            // gets the packed value too, so that it does not hold every activation in full until fn
+            // returns: a compressed re-run then peaks as a compressed forward does.
+            r.packed[k] = (*pack_pair->pack)(t);
+            kept = r.packed[k];
+          } else {
+            r.tensors[k] = data;
+          }
           // While fn's forward still runs (it called grad()), the original forward has saved only
           // the first n tensors: a recomputation must stop there.
           if ((f.opts.early_stop || f.running) && k >= target) throw StopRecompute{};
-          return data;
+          return kept;
         },
         // Only reached when fn calls grad() on its own graph during the recomputation. It keeps no
         // reference to this task's results: the recomputed graph may outlive them.
-        [](const Packed& p) -> Tensor { return std::any_cast<const Tensor&>(p); });
+        [pack_pair](const Packed& p) -> Tensor {
+          if (pack_pair) return (*pack_pair->unpack)(p);
+          return std::any_cast<const Tensor&>(p);
+        });
     std::unique_ptr<PolicyMode> pmode;
     std::unique_ptr<DispatchModeGuard> pguard;
     if (has_policy(f.opts)) {
@@ -334,9 +362,13 @@ Tensor unpack_placeholder(const Packed& p) {
               "one backward. Recomputed tensors are handed out once per graph task and then dropped to free memory, "
               "so a second read cannot be served without recomputing the whole function again; read each saved "
               "tensor once per backward (e.g. keep the value from ctx->saved_tensors() instead of calling it twice).");
-  GRAFT_CHECK(r->tensors[k].defined(), "checkpoint: saved tensor ", k, " was not recomputed (it was already "
-              "released when the recomputation ran)");
+  GRAFT_CHECK(r->tensors[k].defined() || r->packed[k].has_value(), "checkpoint: saved tensor ", k,
+              " was not recomputed (it was already released when the recomputation ran)");
   r->consumed[k] = true;
+  if (r->packed[k].has_value()) {
+    Packed p = std::exchange(r->packed[k], Packed());
+    return (*r->unpack)(p);
+  }
   return std::move(r->tensors[k]);
 }
 
@@ -355,7 +387,7 @@ std::vector<Tensor> checkpoint(const std::function<std::vector<Tensor>(const std
   // The inputs are saved into the enclosing context, before this checkpoint's hooks exist, so an
   // outer hook pair or checkpoint packs exactly them.
   for (const Tensor& t : inputs) {
-    f->inputs.emplace_back(t, false);
+    f->inputs.emplace_back(t, false, nullptr, f->opts.input_tolerance);
     f->input_requires_grad.push_back(t.defined() && t.requires_grad());
   }
   if (t_early_stop_override >= 0) f->opts.early_stop = t_early_stop_override == 1;

@@ -15,10 +15,12 @@
 // checkpoint's inputs are placeholders of its parent, so recomputing it first recomputes the parent,
 // only as far as those inputs.
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "autograd/saved_tensor_hooks.h"
 #include "runtime/tensor.h"
 
 namespace graft::autograd {
@@ -51,6 +53,17 @@ struct CheckpointOptions {
   // Selective checkpointing: allow an output kept by the policy to be written in place after the
   // forward (the recomputation then sees the written value). Off: that is an error.
   bool allow_cache_entry_mutation = false;
+  // Hooks that pack what a recomputation hands back, such as CompressSaved: made afresh in each
+  // recomputation's context, they see every tensor fn saves there (with its save site, so a codec
+  // reads each slot's tolerance), and the recomputed tensors then wait for their backward in packed
+  // form, each unpacked by the same pair when backward reads it. A segment's re-run then holds its
+  // activations compressed, as a compressed forward would. Empty: kept as recomputed.
+  std::function<std::unique_ptr<SavedTensorsHooks>()> recompute_hooks;
+  // What the checkpoint's own save of its inputs tolerates (they are saved into the enclosing
+  // context). kLossy lets an enclosing compressing hook pack them (CompressSaved); the
+  // recomputation then starts from their unpacked approximation, so the recomputed tensors, and the
+  // gradients made from them, approximate the forward's. kExact (the default): kept as they are.
+  SaveTolerance input_tolerance = SaveTolerance::kExact;
 };
 
 // A policy from an op list: MustSave for these ops, PreferRecompute for every other.

@@ -608,6 +608,107 @@ TEST_CASE("a checkpoint's forward frees each activation when the function drops 
   CHECK(v(g) == v(want));
 }
 
+TEST_CASE("recompute_hooks: the re-run's tensors wait packed, and the gradients are a compressed forward's, bit for bit") {
+  // Four mm + tanh layers on a [4096, 64] batch (1 MiB activations, 16 KiB weights): tanh's output
+  // and the next mm's input are one tensor, a lossy slot for both, so int8 packs each boundary once
+  // (deduplication within the re-run's one scope).
+  manual_seed(3);
+  std::vector<Tensor> w;
+  for (int i = 0; i < 4; ++i) w.push_back(randn({64, 64}).mul(0.125).requires_grad_());
+  Tensor x = randn({4096, 64}).requires_grad_();
+  auto fn = [&](const Tensor& h) {
+    Tensor y = h;
+    for (const Tensor& wi : w) y = graft::mm(y, wi).tanh();
+    return y;
+  };
+  std::vector<Tensor> wrt = w;
+  wrt.push_back(x);
+  // The reference: the same layers in a plain forward under CompressSaved.
+  std::vector<Tensor> want;
+  {
+    Tensor y;
+    {
+      CompressSaved hooks(CompressOptions{.codec = SavedCodec::kInt8});
+      y = fn(x);
+    }
+    want = grad({y.sum()}, wrt);
+  }
+  int made = 0;
+  CheckpointOptions o;
+  o.recompute_hooks = [&made] {
+    ++made;
+    return std::make_unique<CompressSaved>(CompressOptions{.codec = SavedCodec::kInt8});
+  };
+  // Backward's peak above what the forward left held, with and without the packing: the re-run's
+  // activations at a quarter of their bytes instead of in full.
+  Allocator* a = get_allocator(kCPU);
+  auto backward_peak = [&](const CheckpointOptions& opts, std::vector<Tensor>& g) {
+    Tensor y = checkpoint(fn, x, opts);
+    Tensor loss = y.sum();
+    y = Tensor();
+    const int64_t base = a->stats().allocated_bytes;
+    a->reset_peak_stats();
+    g = grad({loss}, wrt);
+    return a->stats().peak_allocated_bytes - base;
+  };
+  std::vector<Tensor> got, exact;
+  const int64_t packed_peak = backward_peak(o, got);
+  CHECK(made == 1);
+  REQUIRE(got.size() == want.size());
+  for (size_t i = 0; i < got.size(); ++i) CHECK(v(got[i]) == v(want[i]));
+  const int64_t plain_peak = backward_peak(CheckpointOptions{}, exact);
+  INFO("backward peak: packed " << packed_peak << " bytes, plain " << plain_peak);
+  // Plain holds the four recomputed activations (1 MiB each) at once, beside the gradients; packed,
+  // their int8 copies and one decoded at a time (5 MiB against 4, measured).
+  CHECK(packed_peak + static_cast<int64_t>(x.nbytes()) * 3 / 4 <= plain_peak);
+  // A second backward through a retained graph re-runs, and packs, again.
+  made = 0;
+  Tensor y = checkpoint(fn, x, o);
+  Tensor g1 = grad({y.sum()}, {x}, {}, /*retain_graph=*/true)[0];
+  Tensor g2 = grad({y.sum()}, {x})[0];
+  CHECK(made == 2);
+  CHECK(v(g1) == v(g2));
+  // A factory that makes nothing is an error that says so.
+  CheckpointOptions bad;
+  bad.recompute_hooks = [] { return std::unique_ptr<SavedTensorsHooks>(); };
+  Tensor yb = checkpoint(fn, x, bad);
+  CHECK_THROWS_WITH(grad({yb.sum()}, {x}), Catch::Contains("recompute_hooks returned no hooks"));
+}
+
+TEST_CASE("input_tolerance kLossy lets an enclosing codec pack the checkpoint's input; the re-run starts from its decoding") {
+  manual_seed(4);
+  Tensor w = randn({64, 64}).mul(0.125).requires_grad_();
+  // An activation, not a leaf: a leaf that requires grad is a parameter to the codec, never packed.
+  Tensor x0 = randn({32, 64}).requires_grad_();
+  Tensor x = x0 * 2.0;
+  auto fn = [&](const Tensor& h) { return graft::mm(h, w).tanh(); };
+  CheckpointOptions o;
+  o.input_tolerance = SaveTolerance::kLossy;
+  Tensor y;
+  CompressStats st;
+  {
+    CompressSaved hooks(CompressOptions{.codec = SavedCodec::kBf16});
+    y = checkpoint(fn, x, o);
+    st = hooks.stats();
+  }
+  CHECK(st.compressed == 1);  // the input; the checkpoint's own hooks took fn's saves
+  // The forward's value is exact; backward re-runs on x rounded to bf16 and back.
+  CHECK(v(y) == v(fn(x)));
+  std::vector<Tensor> got = grad({y.sum()}, {w, x0});
+  Tensor xq = x.detach().to(kBFloat16).to(kFloat32).requires_grad_();
+  std::vector<Tensor> want = grad({fn(xq).sum()}, {w, xq});
+  CHECK(v(got[0]) == v(want[0]));
+  CHECK(v(got[1]) == v(want[1] * 2.0));  // through x = x0 * 2
+  CHECK(v(got[0]) != v(grad({fn(x).sum()}, {w})[0]));  // the rounding is visible
+  // kExact (the default): the same enclosing codec leaves the input as it is.
+  {
+    CompressSaved hooks(CompressOptions{.codec = SavedCodec::kBf16});
+    y = checkpoint(fn, x);
+    CHECK(hooks.stats().compressed == 0);
+  }
+  CHECK(v(grad({y.sum()}, {w})[0]) == v(grad({fn(x).sum()}, {w})[0]));
+}
+
 // checkpoint_rows (autograd/checkpoint_rows.h): a stretch of per-row layers run by slices of the
 // batch, in forward and backward.
 namespace {

@@ -29,6 +29,10 @@ int64_t codec_backward_bytes(const LayerProfile& l, int codec) {
 // codec c (kPackedBy + c).
 constexpr int kNotHeld = 0, kHeld = 1, kPackedBy = 2;
 
+// Where a run of steps runs (the search's modes): a segment's plain re-run, the plan's own steps, or
+// a segment's re-run under codec c (kRerunBy + c), whose hooks pack everything it saves.
+constexpr int kPlainRerun = 0, kTop = 1, kRerunBy = 2;
+
 // A compressed layer's share at the end of forward, and the boundary state after it.
 int64_t compress_share(const LayerProfile& f, int codec, int& boundary) {
   const LayerProfile::Codec& c = f.codecs[static_cast<size_t>(codec)];
@@ -210,6 +214,7 @@ PlanCost eval_range(const std::vector<LayerProfile>& L, const std::vector<PlanSt
         c.extra_seconds += f.codecs[static_cast<size_t>(s.codec)].seconds;
         break;
       case StepKind::Segment: {
+        rerun_codec(s);  // one pair of hooks for the whole re-run, or none
         // The re-run's forward happens with the gradient of the segment's output waiting.
         PlanCost inner = eval_range(L, s.inner.empty() ? all_kept(s.first, s.last) : s.inner, at, true,
                                     L[static_cast<size_t>(s.last)].output_bytes + g, /*top=*/false);
@@ -242,24 +247,29 @@ std::vector<PlanStep> sequential_steps(int first, int last, int segments) {
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
-// The search (invariant 4: sizes in units, rounded up). G(pos, last, r, flag) is the least extra
-// time to plan layers [pos, last] when r units remain above what is held and the boundary before
-// `pos` is in state `flag` (not held, held in full, or packed by codec c: invariant 7). Its choices
-// at `pos`:
-//   keep pos                  needs its share + gradients <= r, then G(pos+1, last, r - share, ...)
+// The search (invariant 4: sizes in units, rounded up). G(pos, last, r, flag, mode) is the least
+// extra time to plan layers [pos, last] when r units remain above what is held and the boundary
+// before `pos` is in state `flag` (not held, held in full, or packed by codec c: invariant 7), where
+// `mode` says where the steps run: at the top level, in a plain re-run, or in a re-run under codec
+// c's hooks. Its choices at `pos`:
+//   keep pos                  needs its share + gradients <= r, then G(pos+1, last, r - share, ...);
+//                             not under a codec's re-run, which packs every save
 //   offload pos               needs its saved bytes + gradients <= r, then G(pos+1, last, r, false);
+//                             top level only
 //   compress pos with codec k needs its share + saved bytes + gradients <= r, then
-//                             G(pos+1, last, r - share, packed by k or not held); top level only
-//                             only outside segments (a checkpoint re-run saves through its own
-//                             hooks), so the memo tells the top level apart when offload is on
-//   a segment [pos, c]        holds its input (unless already held); backward re-runs it under the
-//                             best plan of [pos, c] with what remains: G(pos, c, r - in, true);
-//                             then G(c+1, last, r - in, false). Not the whole remainder when its
-//                             input is already held: that re-run would be this same state.
+//                             G(pos+1, last, r - share, packed by k or not held); at the top level
+//                             any codec, under codec c's re-run only c (and always), in a plain
+//                             re-run none
+//   a segment [pos, c]        holds its input (unless already held); backward re-runs it, plain or
+//                             under a codec, with the best plan of [pos, c] for that mode with what
+//                             remains: G(pos, c, r - in, true, re-run mode); then G(c+1, last,
+//                             r - in, false, mode). Not the whole remainder when its input is
+//                             already held: that re-run would be this same state.
 //   a chunked step [pos, c]   by k slices (invariant 12), top level only: holds its input as a
 //                             segment; needs its forward and backward points <= r - in, then
 //                             G(c+1, last, r - in, false).
-// Memoized over (pos, last, r, flag); a plan's steps come back by replaying the recorded choices.
+// Memoized over (pos, last, r, flag, mode); a plan's steps come back by replaying the recorded
+// choices.
 class Search {
  public:
   Search(const std::vector<LayerProfile>& L, double unit, int max_units)
@@ -271,7 +281,13 @@ class Search {
       ncodecs = std::max(ncodecs, l.codecs.size());
     }
     flags_ = kPackedBy + static_cast<int>(ncodecs);
-    size_t states = static_cast<size_t>(n_) * n_ * (R_ + 1) * flags_ * (offload_ ? 2 : 1);
+    ncodecs_ = static_cast<int>(ncodecs);
+    // Modes: a plain re-run, the top level, a re-run under each codec (invariant 7). The top level
+    // and a re-run differ even without top-only decisions (the chain's output, invariant 8; a layer
+    // written over its input, invariant 11), and a segment may end at the last layer, so the two
+    // never share a memo entry.
+    modes_ = kRerunBy + (offload_ ? ncodecs_ : 0);
+    size_t states = static_cast<size_t>(n_) * n_ * (R_ + 1) * flags_ * modes_;
     cost_.assign(states, -1.0f);  // -1: not computed yet
     choice_.assign(states, 0);
     for (const auto& l : L) {
@@ -320,10 +336,13 @@ class Search {
 
   int units(int64_t bytes) const { return static_cast<int>(std::ceil(static_cast<double>(bytes) / unit_)); }
 
-  float solve(int pos, int last, int r, int flag, int top) {
+  // `mode`: kTop, kPlainRerun, or kRerunBy + c for a segment's re-run under codec c.
+  float solve(int pos, int last, int r, int flag, int mode) {
     if (pos > last) return 0.0f;
     if (r < 0) return kInf;
-    size_t k = index(pos, last, r, flag, top);
+    size_t k = index(pos, last, r, flag, mode);
+    const bool top = mode == kTop;
+    const int rerun = mode >= kRerunBy ? mode - kRerunBy : -1;  // the re-run's codec
     if (cost_[k] >= 0) return cost_[k];
     float best = kInf;
     int pick = 0;  // 1 keep, 2 offload, 3 + c - pos: segment [pos, c], kCodecPick + k: codec k
@@ -336,19 +355,21 @@ class Search {
     const int fwd = fwd_[flag == kHeld][static_cast<size_t>(pos)] + fx;
     // Kept or compressed, it may write over its input (invariant 11); offloaded, it does not.
     const int fwd_kept = over_input(f, flag, top) ? fwd_over_input_[static_cast<size_t>(pos)] + fx : fwd;
-    if (share + grad_[pos] <= r && fwd_kept <= r) {
-      float c = solve(pos + 1, last, r - share, keep_flag, top);
+    // Under a codec's re-run every layer it runs directly is compressed: no keeping there.
+    if (rerun < 0 && share + grad_[pos] <= r && fwd_kept <= r) {
+      float c = solve(pos + 1, last, r - share, keep_flag, mode);
       if (c < best) best = c, pick = 1;
     }
     if (top && f.offload_seconds >= 0 && saved_[pos] + grad_[pos] <= r && fwd <= r) {
-      float c = static_cast<float>(f.offload_seconds) + solve(pos + 1, last, r, 0, top);
+      float c = static_cast<float>(f.offload_seconds) + solve(pos + 1, last, r, 0, mode);
       if (c < best) best = c, pick = 2;
     }
-    for (size_t k = 0; top && k < f.codecs.size(); ++k) {
+    for (size_t k = 0; (top || rerun >= 0) && k < f.codecs.size(); ++k) {
+      if (rerun >= 0 && static_cast<int>(k) != rerun) continue;
       const int held = codec_share(pos, static_cast<int>(k), flag);
       if (held + codec_bwd_[pos][k] > r || fwd_kept + codec_held_[pos][k] > r) continue;
       const int next = f.codecs[k].shares_output ? kPackedBy + static_cast<int>(k) : kNotHeld;
-      float c = static_cast<float>(f.codecs[k].seconds) + solve(pos + 1, last, r - held, next, top);
+      float c = static_cast<float>(f.codecs[k].seconds) + solve(pos + 1, last, r - held, next, mode);
       if (c < best) best = c, pick = kCodecPick + static_cast<int>(k);
     }
     int rs = r - (flag == kHeld ? 0 : input_[pos]);
@@ -360,10 +381,13 @@ class Search {
         if (inside + fx > rs) break;  // only grows with c
         float t = static_cast<float>(prefix_t_[c + 1] - prefix_t_[pos]);
         if (t >= best) break;  // recompute time only grows with c
-        float inner = solve(pos, c, rs, kHeld, 0);
-        if (t + inner >= best) continue;
-        float rest = solve(c + 1, last, rs, kNotHeld, top);
-        if (t + inner + rest < best) best = t + inner + rest, pick = 3 + (c - pos);
+        // The re-run plain (j = 0) or under codec j - 1.
+        for (int j = 0; j <= (offload_ ? ncodecs_ : 0); ++j) {
+          float inner = solve(pos, c, rs, kHeld, j == 0 ? kPlainRerun : kRerunBy + j - 1);
+          if (t + inner >= best) continue;
+          float rest = solve(c + 1, last, rs, kNotHeld, mode);
+          if (t + inner + rest < best) best = t + inner + rest, pick = kSegmentPick + (c - pos) * (ncodecs_ + 1) + j;
+        }
       }
       for (size_t ki = 0; top && ki < chunk_fwd_[static_cast<size_t>(pos)].size(); ++ki) {
         const std::vector<int>& cf = chunk_fwd_[static_cast<size_t>(pos)][ki];
@@ -373,7 +397,7 @@ class Search {
           if (t >= best) break;  // recompute time only grows with c
           const size_t d = static_cast<size_t>(c - pos);
           if (cf[d] + fx > rs || cb[d] > rs) continue;
-          float rest = solve(c + 1, last, rs, kNotHeld, top);
+          float rest = solve(c + 1, last, rs, kNotHeld, mode);
           if (t + rest < best) best = t + rest, pick = kChunkPick + static_cast<int>(d) * kChunkKinds + static_cast<int>(ki);
         }
       }
@@ -384,9 +408,10 @@ class Search {
   }
 
   // Replays the recorded choices into plan steps.
-  void steps(int pos, int last, int r, int flag, int top, std::vector<PlanStep>& out) {
+  void steps(int pos, int last, int r, int flag, int mode, std::vector<PlanStep>& out) {
+    const bool top = mode == kTop;
     while (pos <= last) {
-      size_t k = index(pos, last, r, flag, top);
+      size_t k = index(pos, last, r, flag, mode);
       int pick = choice_[k];
       const LayerProfile& f = L_[static_cast<size_t>(pos)];
       if (pick == 1) {
@@ -413,10 +438,11 @@ class Search {
         flag = f.codecs[static_cast<size_t>(k)].shares_output ? kPackedBy + k : kNotHeld;
         ++pos;
       } else {
-        int c = pos + pick - 3;
+        const int d = (pick - kSegmentPick) / (ncodecs_ + 1), j = (pick - kSegmentPick) % (ncodecs_ + 1);
+        int c = pos + d;
         int rs = r - (flag == kHeld ? 0 : input_[pos]);
         PlanStep seg{StepKind::Segment, pos, c, {}};
-        steps(pos, c, rs, kHeld, 0, seg.inner);
+        steps(pos, c, rs, kHeld, j == 0 ? kPlainRerun : kRerunBy + j - 1, seg.inner);
         // An inner plan that keeps every layer is the plain re-run: stored as empty.
         bool plain = std::all_of(seg.inner.begin(), seg.inner.end(), [](const PlanStep& s) { return s.kind == StepKind::Keep; });
         if (plain) seg.inner.clear();
@@ -438,9 +464,9 @@ class Search {
     const int held = codec_held_[static_cast<size_t>(pos)][static_cast<size_t>(k)];
     return flag == kPackedBy + k ? held - codec_input_[static_cast<size_t>(pos)][static_cast<size_t>(k)] : held;
   }
-  size_t index(int pos, int last, int r, int flag, int top) const {
+  size_t index(int pos, int last, int r, int flag, int mode) const {
     size_t k = ((static_cast<size_t>(pos) * n_ + last) * (R_ + 1) + r) * flags_ + flag;
-    return offload_ ? k * 2 + top : k;
+    return k * static_cast<size_t>(modes_) + static_cast<size_t>(mode);
   }
   const std::vector<LayerProfile>& L_;
   int n_;
@@ -448,6 +474,8 @@ class Search {
   int R_;
   bool offload_ = false;
   int flags_ = kPackedBy;  // boundary states: not held, held, packed by each codec
+  int ncodecs_ = 0;
+  int modes_ = kRerunBy;   // kPlainRerun, kTop, and a re-run under each codec
   std::vector<float> cost_;
   std::vector<uint16_t> choice_;
   std::vector<int> keep_share_[2], grad_, saved_, input_;
@@ -457,7 +485,9 @@ class Search {
   int last_keep_share_[2] = {0, 0};
   std::vector<std::vector<int>> codec_held_, codec_input_, codec_bwd_;
   // Picks from kCodecPick on name a codec; from kChunkPick, kChunkPick + (c - pos) * kChunkKinds
-  // + the index into kChunkCounts names a chunked step; below it, 3 + (c - pos) names a segment.
+  // + the index into kChunkCounts names a chunked step; below it, kSegmentPick + (c - pos) *
+  // (codecs + 1) + j names a segment re-run plain (j = 0) or under codec j - 1.
+  static constexpr int kSegmentPick = 3;
   static constexpr int kCodecPick = 60000;
   static constexpr int kChunkPick = 40000;
   static constexpr int kChunkKinds = static_cast<int>(std::size(kChunkCounts));
@@ -467,6 +497,26 @@ class Search {
 };
 
 }  // namespace
+
+int rerun_codec(const PlanStep& segment) {
+  int codec = -1;
+  bool kept = false;
+  for (const PlanStep& s : segment.inner) {
+    if (s.kind == StepKind::Keep) kept = true;
+    if (s.kind == StepKind::Offload || s.kind == StepKind::Chunked)
+      GRAFT_ERROR("evaluate_plan: the re-run of segment ", segment.first, "-", segment.last, " holds a ",
+                  s.kind == StepKind::Offload ? "offloaded" : "chunked", " step (layer ", s.first,
+                  "); offload and slices of the batch happen only at the plan's top level");
+    if (s.kind != StepKind::Compress) continue;
+    GRAFT_CHECK(codec < 0 || codec == s.codec, "evaluate_plan: the re-run of segment ", segment.first, "-",
+                segment.last, " compresses with two codecs (", codec, " and ", s.codec,
+                "); a re-run saves through one codec's hooks");
+    codec = s.codec;
+  }
+  GRAFT_CHECK(codec < 0 || !kept, "evaluate_plan: the re-run of segment ", segment.first, "-", segment.last,
+              " both keeps and compresses layers; under a codec's hooks every layer it runs directly is compressed");
+  return codec;
+}
 
 PlanCost evaluate_plan(const std::vector<LayerProfile>& layers, const std::vector<PlanStep>& steps) {
   if (layers.empty()) return {};
@@ -495,8 +545,12 @@ std::vector<PlanStep> sequential_plan(int num_layers, int segments) {
 SolvedPlan solve_plan(const std::vector<LayerProfile>& L, int64_t budget_bytes, int units) {
   GRAFT_CHECK(units >= 1 && units <= 65535, "solve_plan: units must be in [1, 65535], got ", units);
   const int n = static_cast<int>(L.size());
-  // The search's picks name a segment's or chunked step's length below 5000 (Search::kChunkPick).
-  GRAFT_CHECK(n < 5000, "solve_plan: at most 4999 layers, got ", n);
+  // The search's picks name a segment's length and re-run below 40000 (Search::kChunkPick), and a
+  // chunked step's length below 60000.
+  size_t ncodecs = 0;
+  for (const auto& l : L) ncodecs = std::max(ncodecs, l.codecs.size());
+  GRAFT_CHECK(n < 5000 && static_cast<size_t>(n) * (ncodecs + 1) < 39990, "solve_plan: at most 4999 layers, and ",
+              "at most 39990 / (codecs + 1), got ", n, " layers and ", ncodecs, " codecs");
   SolvedPlan none;
   none.cost.peak_bytes = -1;
   if (n == 0) return SolvedPlan{};
@@ -515,9 +569,9 @@ SolvedPlan solve_plan(const std::vector<LayerProfile>& L, int64_t budget_bytes, 
     int r = units - static_cast<int>(std::ceil(static_cast<double>(L.back().output_bytes) / unit));
     if (r < 0) return none;
     Search search(L, unit, units);
-    if (search.solve(0, n - 1, r, kHeld, 1) == kInf) return none;
+    if (search.solve(0, n - 1, r, kHeld, kTop) == kInf) return none;
     SolvedPlan out;
-    search.steps(0, n - 1, r, kHeld, 1, out.steps);
+    search.steps(0, n - 1, r, kHeld, kTop, out.steps);
     out.cost = evaluate_plan(L, out.steps);
     if (out.cost.peak_bytes <= budget_bytes) return out;
     searched -= out.cost.peak_bytes - budget_bytes + static_cast<int64_t>(std::ceil(unit));

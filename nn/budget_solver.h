@@ -33,8 +33,14 @@
 //    packs the boundary once, so the second layer's `input_bytes` are not counted again. So the
 //    boundary state is three-way: not held, held in full, or held packed by codec c. In backward
 //    a compressed layer adds its codec's measured `backward_bytes` (decoding included; unmeasured:
-//    like an offloaded layer, its saved bytes decoded and its gradients). Its extra time is the codec's measured pack and unpack time. Like offload,
-//    only outside segments.
+//    like an offloaded layer, its saved bytes decoded and its gradients). Its extra time is the
+//    codec's measured pack and unpack time. Compression also happens inside a segment's re-run,
+//    whole: the checkpoint packs everything the re-run saves through one codec's hooks
+//    (CheckpointOptions::recompute_hooks), so every layer the re-run runs directly is a Compress
+//    step of that one codec (rerun_codec) and is counted as at the top level, its input boundary
+//    included (the re-run packs its own copy of the segment's input, which the checkpoint holds in
+//    full). The segment's input itself stays exact, so a compressed re-run gives the gradients of the
+//    same layers compressed in a plain forward, bit for bit: the planner's codec check covers it.
 // 8. The chain's output (the last layer's output boundary) is the caller's: it holds it from the end
 //    of forward to the end of backward (the loss reads it), so it is held at every backward step.
 //    A kept last layer that saves its output saves that same tensor; a recomputed one saves a
@@ -148,6 +154,10 @@ SolvedPlan solve_plan(const std::vector<LayerProfile>& layers, int64_t budget_by
 int64_t min_peak_bytes(const std::vector<LayerProfile>& layers);
 
 // Segments nest; Keep, Offload and Compress cover one layer each.
+// The codec a segment's re-run saves through (invariant 7): that of its inner Compress steps, or -1
+// when it has none. A re-run that mixes Keep and Compress steps, or two codecs, or holds an Offload
+// or Chunked step, is a graft::Error: one pair of hooks packs the whole re-run.
+int rerun_codec(const PlanStep& segment);
 // Plans a user could pick by hand, through the same model: checkpoint_sequential's `segments`
 // chunks (the last one plain).
 std::vector<PlanStep> sequential_plan(int num_layers, int segments);

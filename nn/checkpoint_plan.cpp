@@ -476,8 +476,11 @@ void mark(const std::vector<PlanStep>& steps, int depth, CheckpointPlan& p) {
 
 // `top`: the plan's own steps, not a segment's re-run. There a kept or compressed layer gets its
 // input by call_owned, so a layer that works in place may reuse it (budget_solver.h, invariant 11).
+// `packed_by_checkpoint`: the steps of a re-run under a codec, whose Compress steps the checkpoint's
+// recompute_hooks pack (budget_solver.h, invariant 7): hooks of their own would stand in front of
+// the checkpoint's, in the forward and in the re-run alike.
 Tensor run_steps(const Modules& mods, const std::shared_ptr<const std::vector<PlanStep>>& steps, Tensor x,
-                 const BudgetOptions& o, bool top) {
+                 const BudgetOptions& o, bool top, bool packed_by_checkpoint = false) {
   // Neighbours compressed by the same codec share one scope, so a boundary both save is packed once
   // (budget_solver.h, invariant 7).
   std::optional<autograd::CompressSaved> compress;
@@ -499,7 +502,7 @@ Tensor run_steps(const Modules& mods, const std::shared_ptr<const std::vector<Pl
         break;
       }
       case StepKind::Compress: {
-        if (!compress) {
+        if (!compress && !packed_by_checkpoint) {
           compress.emplace(autograd::CompressOptions{.codec = o.codecs[static_cast<size_t>(s.codec)]});
           compress_codec = s.codec;
         }
@@ -511,14 +514,20 @@ Tensor run_steps(const Modules& mods, const std::shared_ptr<const std::vector<Pl
         // The re-run needs the steps after this call returned: they travel with the closure.
         auto inner = std::make_shared<const std::vector<PlanStep>>(s.inner);
         int first = s.first, last = s.last;
+        const int codec = rerun_codec(s);
+        autograd::CheckpointOptions co;
+        if (codec >= 0) {
+          const autograd::SavedCodec c = o.codecs[static_cast<size_t>(codec)];
+          co.recompute_hooks = [c] { return std::make_unique<autograd::CompressSaved>(autograd::CompressOptions{.codec = c}); };
+        }
         x = autograd::checkpoint(
-            [mods, inner, first, last, o](const Tensor& in) {
-              if (!inner->empty()) return run_steps(mods, inner, in, o, /*top=*/false);
+            [mods, inner, first, last, o, codec](const Tensor& in) {
+              if (!inner->empty()) return run_steps(mods, inner, in, o, /*top=*/false, codec >= 0);
               Tensor h = in;
               for (int i = first; i <= last; ++i) h = (*(*mods)[static_cast<size_t>(i)])(h);
               return h;
             },
-            x);
+            x, co);
         break;
       }
       case StepKind::Chunked: {
@@ -680,7 +689,10 @@ std::string CheckpointPlan::table() const {
   for (size_t i = 0; i < layers.size(); ++i) {
     const LayerProfile& l = profiles[i];
     int64_t saved = l.own_bytes + (l.saves_input ? l.input_bytes : 0) + (l.saves_output ? l.output_bytes : 0);
-    std::string what = i < codec.size() && !codec[i].empty() ? "compress " + codec[i] : decision_name(decisions[i]);
+    std::string what = decision_name(decisions[i]);
+    // A layer re-run under a codec's hooks (budget_solver.h, invariant 7): "recompute+int8".
+    if (i < codec.size() && !codec[i].empty())
+      what = decisions[i] == autograd::CheckpointPolicy::MustRecompute ? "recompute+" + codec[i] : "compress " + codec[i];
     if (i < chunks.size() && chunks[i] > 0 && decisions[i] == autograd::CheckpointPolicy::MustRecompute)
       what = "recompute/" + std::to_string(chunks[i]);
     os << std::left << std::setw(static_cast<int>(w)) << layers[i] << "  " << std::setw(13) << what
@@ -689,6 +701,10 @@ std::string CheckpointPlan::table() const {
   }
   if (std::any_of(chunks.begin(), chunks.end(), [](int k) { return k > 0; }))
     os << "recompute/k: run by k slices of the batch, in forward and in backward\n";
+  bool rerun_packed = false;
+  for (size_t i = 0; i < codec.size() && i < decisions.size(); ++i)
+    rerun_packed = rerun_packed || (!codec[i].empty() && decisions[i] == autograd::CheckpointPolicy::MustRecompute);
+  if (rerun_packed) os << "recompute+codec: re-run in backward under the codec, which packs what the re-run saves\n";
   return os.str();
 }
 

@@ -333,3 +333,102 @@ TEST_CASE("below what the four exact decisions reach, a CNN runs by slices of th
   REQUIRE(grads.size() == plain_grads.size());
   for (size_t i = 0; i < grads.size(); ++i) CHECK(rel_err(grads[i], plain_grads[i]) < 1e-5);
 }
+
+TEST_CASE("budget solver: a segment re-run under a codec holds its packed bytes, and the search uses it") {
+  // Layers that save their 1000-byte input and output (a linear followed by tanh, as one layer);
+  // int8 holds a quarter of each, and neighbours share the packed boundary.
+  auto layers = [](int n) {
+    std::vector<LayerProfile> L(static_cast<size_t>(n));
+    for (auto& l : L) {
+      l.input_bytes = l.output_bytes = 1000;
+      l.saves_input = l.saves_output = true;
+      l.forward_seconds = 1.0;
+      LayerProfile::Codec c{"int8", 500, 0.05};
+      c.input_bytes = 250;
+      c.shares_output = true;
+      l.codecs = {c};
+    }
+    return L;
+  };
+  std::vector<LayerProfile> L = layers(3);
+  // Segment 0-1 re-run under int8, then layer 2 kept (it saves the caller's output: invariant 8).
+  // The segment's input is the chain's, held already. Its re-run, above the caller's 1000: layer 0
+  // packs its input and output (500) and layer 1 only its output (250, the shared boundary counts
+  // once); the worst point is layer 1's backward: 1000 + 750 + its saved bytes decoded and its two
+  // gradients (2000 + 2000), as an unmeasured codec backward is modelled.
+  PlanStep seg{StepKind::Segment, 0, 1, {{StepKind::Compress, 0, 0, {}, 0}, {StepKind::Compress, 1, 1, {}, 0}}};
+  std::vector<PlanStep> plan = {seg, {StepKind::Keep, 2, 2, {}}};
+  CHECK(rerun_codec(seg) == 0);
+  PlanCost c = evaluate_plan(L, plan);
+  CHECK(c.peak_bytes == 1000 + 750 + 4000);
+  CHECK(c.held_bytes == 1000 + 1000);  // layer 2's input, and the caller's output
+  CHECK(c.extra_seconds == Approx(2.0 + 2 * 0.05));
+  // A re-run saves through one pair of hooks: keeping and compressing in it, or two codecs, is an
+  // error that says so.
+  PlanStep mixed{StepKind::Segment, 0, 1, {{StepKind::Keep, 0, 0, {}}, {StepKind::Compress, 1, 1, {}, 0}}};
+  CHECK_THROWS_WITH(evaluate_plan(L, {mixed, {StepKind::Keep, 2, 2, {}}}), Catch::Contains("both keeps and compresses"));
+  CHECK_THROWS_WITH(rerun_codec(mixed), Catch::Contains("segment 0-1"));
+  // On a longer chain, a budget between what a compressed re-run reaches and what exact segments
+  // reach at the same recomputation: the search picks a re-run under the codec, and its plan is
+  // faster than the best one without codecs.
+  L = layers(16);
+  for (auto& l : L) l.codecs[0].backward_bytes = 2500;  // measured: less than the model's bound
+  std::vector<LayerProfile> bare = L;
+  for (auto& l : bare) l.codecs.clear();
+  int picked = 0;
+  for (int64_t budget = 6000; budget <= 16000; budget += 1000) {
+    INFO("budget " << budget);
+    SolvedPlan with = solve_plan(L, budget), without = solve_plan(bare, budget);
+    if (with.cost.peak_bytes < 0) continue;
+    CHECK(with.cost.peak_bytes <= budget);
+    CHECK(evaluate_plan(L, with.steps).peak_bytes == with.cost.peak_bytes);
+    if (without.cost.peak_bytes >= 0) CHECK(with.cost.extra_seconds <= without.cost.extra_seconds + 1e-9);
+    const bool rerun = std::any_of(with.steps.begin(), with.steps.end(), [](const PlanStep& s) {
+      return s.kind == StepKind::Segment && rerun_codec(s) >= 0;
+    });
+    if (rerun && (without.cost.peak_bytes < 0 || with.cost.extra_seconds < without.cost.extra_seconds)) ++picked;
+  }
+  CHECK(picked > 0);
+}
+
+TEST_CASE("a segment re-run under a codec runs within its prediction, with a compressed forward's gradients bit for bit") {
+  auto model = tanh_chain(8, 64);
+  manual_seed(9);
+  Tensor x = randn({512, 64});
+  BudgetOptions o = preallocated();
+  o.codecs = {autograd::SavedCodec::kBf16};
+  CheckpointPlan p = plan_checkpoint(*model, x, 1 << 30, o);
+  REQUIRE(p.codec_checks.size() == 1);
+  REQUIRE(p.codec_checks[0].accepted);
+  const int n = static_cast<int>(p.profiles.size());
+  // The first half as one segment re-run under bf16, against the same layers compressed at the top
+  // level: the same tensors packed by the same codec (one scope each, so a boundary once), so the
+  // gradients agree bit for bit, and the second half is kept in both.
+  auto set = [&](CheckpointPlan q, bool segment) {
+    q.steps.clear();
+    PlanStep seg{StepKind::Segment, 0, n / 2 - 1, {}};
+    for (int i = 0; i < n / 2; ++i) (segment ? seg.inner : q.steps).push_back(PlanStep{StepKind::Compress, i, i, {}, 0});
+    if (segment) q.steps.push_back(seg);
+    for (int i = n / 2; i < n; ++i) q.steps.push_back(PlanStep{StepKind::Keep, i, i, {}});
+    q.predicted_peak_bytes = evaluate_plan(q.profiles, q.steps).peak_bytes;
+    for (int i = 0; i < n; ++i) {
+      q.codec[static_cast<size_t>(i)] = i < n / 2 ? "bf16" : "";
+      q.decisions[static_cast<size_t>(i)] =
+          segment && i < n / 2 ? autograd::CheckpointPolicy::MustRecompute : autograd::CheckpointPolicy::MustSave;
+    }
+    return q;
+  };
+  CheckpointPlan rerun = set(p, true), top = set(p, false);
+  INFO(rerun.table());
+  CHECK(rerun.table().find("recompute+bf16") != std::string::npos);
+  StepResult a = step(*model, x, [&](const Tensor& in) { return run_plan(*model, rerun, in); });
+  StepResult b = step(*model, x, [&](const Tensor& in) { return run_plan(*model, top, in); });
+  REQUIRE(a.grads.size() == b.grads.size());
+  for (size_t i = 0; i < a.grads.size(); ++i) CHECK(a.grads[i].to_vector<float>() == b.grads[i].to_vector<float>());
+  // + the loss and its gradient, outside the model: 4 bytes each
+  CHECK(a.activation_peak <= rerun.predicted_peak_bytes + 8);
+  CHECK(a.activation_peak >= rerun.predicted_peak_bytes - static_cast<int64_t>(x.nbytes()) / 8);
+  // The re-run holds the first half packed only while it is backpropagated: less than keeping them
+  // packed through the whole step.
+  CHECK(rerun.predicted_peak_bytes < top.predicted_peak_bytes);
+}

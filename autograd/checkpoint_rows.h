@@ -29,6 +29,15 @@
 //    no gradient from it. A parameter's gradient is the sum of its slices' gradients: the
 //    unchunked gradient up to rounding, not bit for bit.
 // 5. The backward is once-differentiable: differentiating it (create_graph) raises an error.
+// 6. With RowsOptions::recompute = false, forward runs each slice with grad mode on under the
+//    hooks open at the call (a codec's, say) and keeps each slice's graph: what its ops save, the
+//    slice's output itself not (its data is copied into the output and dropped; the graph is
+//    reached through a stand-in of the slice output's geometry that holds no data). Backward differentiates the slices' graphs
+//    one at a time with no re-run, and frees each after it unless the graph task keeps its graph.
+//    The node saves nothing of its own. Forward then holds, beside the whole input and output,
+//    everything the slices saved; backward, the output's and input's gradients, the summed
+//    parameters' gradients and one slice's working set. fn's saves see each slice's input as a
+//    leaf: a codec keeps it exact (a view of the input, which the caller holds).
 #include <cstdint>
 #include <functional>
 #include <vector>
@@ -37,7 +46,12 @@
 
 namespace graft::autograd {
 
+struct RowsOptions {
+  // false: keep each slice's graph from forward in place of re-running fn in backward (invariant 6).
+  bool recompute = true;
+};
+
 Tensor checkpoint_rows(const std::function<Tensor(const Tensor&)>& fn, const Tensor& input,
-                       const std::vector<Tensor>& params, int64_t chunks);
+                       const std::vector<Tensor>& params, int64_t chunks, RowsOptions options = {});
 
 }  // namespace graft::autograd

@@ -548,6 +548,7 @@ int64_t current_graph_task_id() { return t_current_task ? t_current_task->id : -
 GraphTask* current_graph_task() { return t_current_task; }
 
 bool runs_every_reachable_node(const GraphTask* task) { return task->exec_info.empty() && task->also_needed.empty(); }
+bool keeps_graph(const GraphTask* task) { return task != nullptr && task->keep_graph; }
 
 std::unique_ptr<GraphTaskState>& graph_task_slot(GraphTask* task, const void* owner) { return task->slots[owner]; }
 

@@ -97,6 +97,9 @@ GraphTask* current_graph_task();
 // True when the task was given no `inputs` (a plain backward()): every node reachable from its
 // roots runs, so a rule needs the gradient of each valid edge without asking per edge.
 bool runs_every_reachable_node(const GraphTask* task);
+// True when the task keeps its graph (retain_graph): a node holding graphs of its own
+// (checkpoint_rows without recomputation) then keeps them for the next backward too.
+bool keeps_graph(const GraphTask* task);
 // Per-task state of a graph feature (multi-grad hooks, checkpoint), keyed by an owner pointer: it
 // lives exactly as long as the task, so nothing of one backward leaks into the next.
 struct GraphTaskState {

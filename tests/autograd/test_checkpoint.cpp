@@ -798,3 +798,69 @@ TEST_CASE("checkpoint_rows: bad arguments and a function that mixes rows give er
   std::vector<Tensor> g = grad({y.pow(2).sum()}, {x}, {}, /*retain_graph=*/true, /*create_graph=*/true);
   CHECK_THROWS(grad({g[0].sum()}, {f.w}));
 }
+
+TEST_CASE("checkpoint_rows without recompute: the re-run's gradients bit for bit, the slices' saves kept under the caller's hooks") {
+  RowsBlock f = rows_block();
+  for (bool channels_last : {false, true}) {
+    INFO((channels_last ? "channels-last" : "NCHW"));
+    manual_seed(5);
+    Tensor x0 = randn({10, 3, 8, 8});
+    if (channels_last) x0 = x0.contiguous(MemoryFormat::ChannelsLast);
+    Tensor x = x0.detach().requires_grad_();
+    Tensor probe = randn({10, 4, 4, 4});
+    for (int64_t chunks : {1, 3, 10}) {
+      INFO("chunks " << chunks);
+      Tensor yr = checkpoint_rows(f, x, {f.w, f.b}, chunks);
+      std::vector<Tensor> gr = grad({(yr * probe).sum()}, {x, f.w, f.b});
+      // The same slices, differentiated from their forward graphs instead of a re-run.
+      int fn_calls = 0;
+      auto counted = [&](const Tensor& t) {
+        ++fn_calls;
+        return f(t);
+      };
+      Tensor yk = checkpoint_rows(counted, x, {f.w, f.b}, chunks, RowsOptions{.recompute = false});
+      CHECK(v(yk) == v(yr));
+      std::vector<Tensor> gk = grad({(yk * probe).sum()}, {x, f.w, f.b});
+      CHECK(fn_calls == static_cast<int>(std::min<int64_t>(chunks, 10)));  // forward only
+      for (size_t i = 0; i < gk.size(); ++i) CHECK(v(gk[i]) == v(gr[i]));
+      CHECK((gk[0].suggest_memory_format() == MemoryFormat::ChannelsLast) == channels_last);
+    }
+  }
+  // What the slices save goes through the hooks open at the call: masks only here (no lossy
+  // codec), so relu's results are saved as 1-bit masks and the gradients stay exact; the node saves
+  // nothing of its own.
+  Tensor x = randn({6, 3, 8, 8});
+  CompressStats st;
+  Tensor y;
+  {
+    CompressSaved hooks(CompressOptions{.codec = SavedCodec::kNone});
+    y = checkpoint_rows(f, x, {f.w, f.b}, 3, RowsOptions{.recompute = false});
+    st = hooks.stats();
+  }
+  CHECK(st.masks == 3);  // one relu result per slice
+  std::vector<Tensor> g = grad({y.sum()}, {f.w, f.b});
+  std::vector<Tensor> want = grad({f(x).sum()}, {f.w, f.b});
+  for (size_t i = 0; i < g.size(); ++i) test::check_close(g[i], want[i]);
+}
+
+TEST_CASE("checkpoint_rows without recompute: each slice's graph is freed by its backward, or kept by retain_graph") {
+  RowsBlock f = rows_block();
+  Tensor x = randn({8, 3, 8, 8}).requires_grad_();
+  int hook_calls = 0;
+  f.w.register_hook([&](const Tensor& g) {
+    ++hook_calls;
+    return g;
+  });
+  Tensor y = checkpoint_rows(f, x, {f.w, f.b}, 4, RowsOptions{.recompute = false});
+  Tensor loss = y.sum();
+  Tensor g1 = grad({loss}, {f.w}, {}, /*retain_graph=*/true)[0];
+  Tensor g2 = grad({loss}, {f.w}, {}, /*retain_graph=*/false)[0];
+  CHECK(v(g1) == v(g2));
+  CHECK(hook_calls == 2);  // once per backward, on the sum
+  CHECK_THROWS_WITH(grad({loss}, {f.w}), Catch::Contains("backward through the graph a second time"));
+  // No grad mode: nothing is kept, the output is the plain one.
+  NoGradGuard ng;
+  Tensor z = checkpoint_rows(f, x, {f.w, f.b}, 4, RowsOptions{.recompute = false});
+  CHECK_FALSE(z.requires_grad());
+  test::check_close(z, f(x));
+}

@@ -41,6 +41,9 @@ int64_t compress_share(const LayerProfile& f, int codec, int& boundary) {
   return a;
 }
 
+// Invariant 13: what a sliced step's layers hold from forward to backward (defined below).
+int64_t sliced_held(const std::vector<LayerProfile>& L, const PlanStep& s);
+
 // What a step adds to the held bytes at the end of forward, given the state of the boundary before
 // it (and updates that state for the next step): invariants 2 and 7 of the header.
 int64_t added_bytes(const std::vector<LayerProfile>& L, const PlanStep& s, int& boundary) {
@@ -57,6 +60,11 @@ int64_t added_bytes(const std::vector<LayerProfile>& L, const PlanStep& s, int& 
     case StepKind::Segment:
     case StepKind::Chunked: {
       int64_t a = boundary == kHeld ? 0 : f.input_bytes;
+      boundary = kNotHeld;
+      return a;
+    }
+    case StepKind::Sliced: {
+      int64_t a = (boundary == kHeld ? 0 : f.input_bytes) + sliced_held(L, s);
       boundary = kNotHeld;
       return a;
     }
@@ -93,8 +101,15 @@ LayerProfile slice_of(const LayerProfile& l, int k) {
   s.saves_input = l.saves_input;
   s.saves_output = l.saves_output;
   s.param_grad_bytes = l.param_bytes;  // a slice's gradients are fresh tensors, summed by the step
-  if (l.backward_bytes >= 0)
-    s.backward_bytes = part(std::max<int64_t>(0, l.backward_bytes - l.param_bytes)) + l.param_bytes;
+  auto backward = [&](int64_t b) { return b < 0 ? b : part(std::max<int64_t>(0, b - l.param_bytes)) + l.param_bytes; };
+  s.backward_bytes = backward(l.backward_bytes);
+  for (const LayerProfile::Codec& c : l.codecs) {  // invariant 13: a slice under a codec
+    LayerProfile::Codec sc = c;
+    sc.held_bytes = part(c.held_bytes);
+    sc.input_bytes = c.input_bytes / k;  // rounded down, as the search rounds a layer's share up
+    sc.backward_bytes = backward(c.backward_bytes);
+    s.codecs.push_back(sc);
+  }
   return s;
 }
 
@@ -140,6 +155,60 @@ ChunkedFigures chunked_figures(const std::vector<LayerProfile>& L, int first, in
   return out;
 }
 
+// Invariant 13 for the sliced steps [first, c] with k slices under `codec` (-1: none), for each c
+// from `first` on while the layers split into k slices (and have the codec): held[c - first] is
+// what they hold from forward to backward (the whole batch's, as a re-run under the codec would
+// hold it: the step's input not included), forward[] its forward point and backward[] its backward
+// point above what is held, both less the input; seconds[] its extra time.
+struct SlicedFigures {
+  std::vector<int64_t> held, forward, backward;
+  std::vector<double> seconds;
+};
+SlicedFigures sliced_figures(const std::vector<LayerProfile>& L, int first, int k, int codec) {
+  SlicedFigures out;
+  const int n = static_cast<int>(L.size());
+  std::vector<int64_t> grads_from(static_cast<size_t>(n) + 1, 0);
+  for (int j = n - 1; j >= 0; --j) grads_from[j] = grads_from[j + 1] + L[static_cast<size_t>(j)].param_grad_bytes;
+  const int64_t input_grad = first == 0 && !L[0].input_needs_grad ? 0 : L[static_cast<size_t>(first)].input_bytes;
+  int flag = kHeld;
+  int64_t held = 0, inside = 0, slice_grads = 0, summed = 0;
+  int64_t max_backward = std::numeric_limits<int64_t>::min();
+  double seconds = 0;
+  for (int c = first; c < n; ++c) {
+    const LayerProfile& f = L[static_cast<size_t>(c)];
+    if (f.rows < k || (codec >= 0 && static_cast<int>(f.codecs.size()) <= codec)) break;
+    const PlanStep own = codec >= 0 ? PlanStep{StepKind::Compress, c, c, {}, codec} : PlanStep{StepKind::Keep, c, c, {}};
+    held += added_bytes(L, own, flag);
+    const LayerProfile s = slice_of(f, k);
+    slice_grads += s.param_grad_bytes;
+    max_backward = std::max(max_backward, (codec >= 0 ? codec_backward_bytes(s, codec) : grad_bytes(s)) - slice_grads);
+    inside = std::max(inside, (c > first ? s.input_bytes : 0) + s.own_bytes + s.output_bytes);
+    summed += f.param_bytes;
+    seconds += codec >= 0 ? f.codecs[static_cast<size_t>(codec)].seconds : 0.0;
+    out.held.push_back(held);
+    out.forward.push_back(held + f.output_bytes + inside);
+    out.backward.push_back(grads_from[c + 1] + f.output_bytes + input_grad + summed + slice_grads + max_backward);
+    out.seconds.push_back(seconds + forward_seconds(L, first, c) * (k - 1) / 10.0);
+  }
+  return out;
+}
+
+// A sliced step's figures (invariant 13), checked against its layers.
+SlicedFigures checked_sliced(const std::vector<LayerProfile>& L, const PlanStep& s) {
+  GRAFT_CHECK(s.chunks >= 1, "evaluate_plan: a sliced step over layers ", s.first, "-", s.last,
+              " needs at least 1 slice, got ", s.chunks);
+  SlicedFigures f = sliced_figures(L, s.first, s.chunks, s.codec);
+  GRAFT_CHECK(static_cast<int>(f.held.size()) > s.last - s.first, "evaluate_plan: layers ", s.first, "-", s.last,
+              " cannot run by ", s.chunks, " slices of the batch", s.codec >= 0 ? " under codec " : "",
+              s.codec >= 0 ? std::to_string(s.codec) : std::string(),
+              ": a layer does not split by rows, has fewer rows, or lacks the codec");
+  return f;
+}
+
+int64_t sliced_held(const std::vector<LayerProfile>& L, const PlanStep& s) {
+  return checked_sliced(L, s).held[static_cast<size_t>(s.last - s.first)];
+}
+
 // A chunked step's figures (invariant 12), checked against its layers.
 ChunkedFigures checked_chunked(const std::vector<LayerProfile>& L, const PlanStep& s) {
   GRAFT_CHECK(s.chunks >= 1, "evaluate_plan: a chunked step over layers ", s.first, "-", s.last,
@@ -170,6 +239,7 @@ int64_t forward_bytes(const std::vector<LayerProfile>& L, const PlanStep& s, int
       return in + inside;
     }
     case StepKind::Chunked: return in + checked_chunked(L, s).forward[static_cast<size_t>(s.last - s.first)];
+    case StepKind::Sliced: return in + checked_sliced(L, s).forward[static_cast<size_t>(s.last - s.first)];
   }
   return 0;
 }
@@ -226,6 +296,12 @@ PlanCost eval_range(const std::vector<LayerProfile>& L, const std::vector<PlanSt
         p = at + checked_chunked(L, s).backward[static_cast<size_t>(s.last - s.first)];
         c.extra_seconds += forward_seconds(L, s.first, s.last);
         break;
+      case StepKind::Sliced: {
+        const SlicedFigures f = checked_sliced(L, s);
+        p = at + f.backward[static_cast<size_t>(s.last - s.first)];
+        c.extra_seconds += f.seconds[static_cast<size_t>(s.last - s.first)];
+        break;
+      }
     }
     c.peak_bytes = std::max(c.peak_bytes, p);
     prefix = at;
@@ -326,6 +402,23 @@ class Search {
         chunk_fwd_[static_cast<size_t>(pos)].push_back(std::move(f));
         chunk_bwd_[static_cast<size_t>(pos)].push_back(std::move(b));
       }
+    // Invariant 13: per first layer, slice count and codec (none first), per last layer.
+    slices_.resize(static_cast<size_t>(n_));
+    for (int pos = 0; pos < n_; ++pos)
+      for (int k : kChunkCounts)
+        for (int v = 0; v <= ncodecs_; ++v) {
+          Sliced u;
+          if (L[static_cast<size_t>(pos)].rows >= k) {
+            const SlicedFigures f = sliced_figures(L, pos, k, v - 1);
+            for (size_t d = 0; d < f.held.size(); ++d) {
+              u.held.push_back(units(f.held[d]));
+              u.forward.push_back(units(f.forward[d]));
+              u.backward.push_back(units(f.backward[d]));
+              u.seconds.push_back(static_cast<float>(f.seconds[d]));
+            }
+          }
+          slices_[static_cast<size_t>(pos)].push_back(std::move(u));
+        }
     // Invariant 8: a kept last layer at the top level saves the caller's own output.
     const LayerProfile& e = L.back();
     last_keep_share_[0] = units(e.own_bytes + (e.saves_input ? e.input_bytes : 0));
@@ -389,6 +482,17 @@ class Search {
           if (t + inner + rest < best) best = t + inner + rest, pick = kSegmentPick + (c - pos) * (ncodecs_ + 1) + j;
         }
       }
+      // Sliced steps [pos, c] (invariant 13): no re-run, their saves held (packed by codec v - 1).
+      for (size_t u = 0; top && u < slices_[static_cast<size_t>(pos)].size(); ++u) {
+        const Sliced& sl = slices_[static_cast<size_t>(pos)][u];
+        for (size_t d = 0; d < sl.held.size(); ++d) {
+          const float t = sl.seconds[d];
+          if (t >= best) break;  // grows with c
+          if (sl.forward[d] + fx > rs || sl.held[d] + sl.backward[d] > rs) continue;
+          float rest = solve(pos + static_cast<int>(d) + 1, last, rs - sl.held[d], kNotHeld, mode);
+          if (t + rest < best) best = t + rest, pick = kSlicePick + static_cast<int>(d * slices_[0].size() + u);
+        }
+      }
       for (size_t ki = 0; top && ki < chunk_fwd_[static_cast<size_t>(pos)].size(); ++ki) {
         const std::vector<int>& cf = chunk_fwd_[static_cast<size_t>(pos)][ki];
         const std::vector<int>& cb = chunk_bwd_[static_cast<size_t>(pos)][ki];
@@ -423,6 +527,17 @@ class Search {
         out.push_back({StepKind::Offload, pos, pos, {}});
         flag = kNotHeld;
         ++pos;
+      } else if (pick >= kSlicePick && pick < kChunkPick) {
+        const size_t variants = slices_[0].size();
+        const size_t d = static_cast<size_t>(pick - kSlicePick) / variants, u = static_cast<size_t>(pick - kSlicePick) % variants;
+        const int per_k = ncodecs_ + 1;
+        PlanStep st{StepKind::Sliced, pos, pos + static_cast<int>(d), {}};
+        st.chunks = kChunkCounts[u / static_cast<size_t>(per_k)];
+        st.codec = static_cast<int>(u % static_cast<size_t>(per_k)) - 1;
+        out.push_back(std::move(st));
+        r -= (flag == kHeld ? 0 : input_[pos]) + slices_[static_cast<size_t>(pos)][u].held[d];
+        flag = kNotHeld;
+        pos += static_cast<int>(d) + 1;
       } else if (pick >= kChunkPick && pick < kCodecPick) {
         const int d = (pick - kChunkPick) / kChunkKinds, ki = (pick - kChunkPick) % kChunkKinds;
         PlanStep st{StepKind::Chunked, pos, pos + d, {}};
@@ -488,11 +603,19 @@ class Search {
   // + the index into kChunkCounts names a chunked step; below it, kSegmentPick + (c - pos) *
   // (codecs + 1) + j names a segment re-run plain (j = 0) or under codec j - 1.
   static constexpr int kSegmentPick = 3;
+  // From kSlicePick: kSlicePick + (c - pos) * variants + u names a sliced step, u indexing slices_.
+  static constexpr int kSlicePick = 10000;
   static constexpr int kCodecPick = 60000;
   static constexpr int kChunkPick = 40000;
   static constexpr int kChunkKinds = static_cast<int>(std::size(kChunkCounts));
   // Invariant 12 in units, per first layer and slice count, per last layer from the first on.
   std::vector<std::vector<std::vector<int>>> chunk_fwd_, chunk_bwd_;
+  // Invariant 13 in units, per first layer and (slice count, codec or none), per last layer.
+  struct Sliced {
+    std::vector<int> held, forward, backward;
+    std::vector<float> seconds;
+  };
+  std::vector<std::vector<Sliced>> slices_;
   std::vector<double> prefix_t_;
 };
 
@@ -503,9 +626,9 @@ int rerun_codec(const PlanStep& segment) {
   bool kept = false;
   for (const PlanStep& s : segment.inner) {
     if (s.kind == StepKind::Keep) kept = true;
-    if (s.kind == StepKind::Offload || s.kind == StepKind::Chunked)
+    if (s.kind == StepKind::Offload || s.kind == StepKind::Chunked || s.kind == StepKind::Sliced)
       GRAFT_ERROR("evaluate_plan: the re-run of segment ", segment.first, "-", segment.last, " holds a ",
-                  s.kind == StepKind::Offload ? "offloaded" : "chunked", " step (layer ", s.first,
+                  s.kind == StepKind::Offload ? "offloaded" : "sliced", " step (layer ", s.first,
                   "); offload and slices of the batch happen only at the plan's top level");
     if (s.kind != StepKind::Compress) continue;
     GRAFT_CHECK(codec < 0 || codec == s.codec, "evaluate_plan: the re-run of segment ", segment.first, "-",
@@ -545,12 +668,12 @@ std::vector<PlanStep> sequential_plan(int num_layers, int segments) {
 SolvedPlan solve_plan(const std::vector<LayerProfile>& L, int64_t budget_bytes, int units) {
   GRAFT_CHECK(units >= 1 && units <= 65535, "solve_plan: units must be in [1, 65535], got ", units);
   const int n = static_cast<int>(L.size());
-  // The search's picks name a segment's length and re-run below 40000 (Search::kChunkPick), and a
-  // chunked step's length below 60000.
+  // The search's picks (uint16) name a segment's length and re-run below 10000, a sliced step's
+  // length and kind below 40000, and a chunked step's below 60000 (Search::kSlicePick, kChunkPick).
   size_t ncodecs = 0;
   for (const auto& l : L) ncodecs = std::max(ncodecs, l.codecs.size());
-  GRAFT_CHECK(n < 5000 && static_cast<size_t>(n) * (ncodecs + 1) < 39990, "solve_plan: at most 4999 layers, and ",
-              "at most 39990 / (codecs + 1), got ", n, " layers and ", ncodecs, " codecs");
+  GRAFT_CHECK(n < 2000 && ncodecs <= 2, "solve_plan: at most 1999 layers and 2 codecs, got ", n, " layers and ",
+              ncodecs, " codecs");
   SolvedPlan none;
   none.cost.peak_bytes = -1;
   if (n == 0) return SolvedPlan{};

@@ -75,6 +75,19 @@
 //    runs out of place, and its extra time is its forward's, once. Slices can take a layer whose
 //    whole-batch gradients alone break the budget (a CNN's first convolution) below it, which no
 //    other decision can.
+// 13. A sliced step (`Sliced`) is the same stretch by k slices at the top level, without the
+//    re-run: forward runs each slice under its codec's hooks (`codec`, or none: kept as saved) and
+//    keeps what the slices save (autograd::checkpoint_rows with RowsOptions::recompute = false);
+//    backward differentiates one slice at a time. It holds its input as a segment does, and from
+//    its forward to its backward what its layers save, as Compress steps (or Keep steps) of a
+//    re-run would, summed over the slices: the whole batch's figures. Its forward point adds its
+//    whole output and one slice's largest layer; its backward point, above what is held, the later
+//    layers' parameter gradients, its output's and input's gradients whole, its own layers' summed
+//    parameter gradients, and one slice's backward: the layer figures of the slice's backward
+//    (its codec's when compressed), divided by k, and the slice's fresh parameter gradients. Its
+//    extra time is the codec's pack and unpack time and an estimate of what smaller kernels cost:
+//    a tenth of the stretch's forward per slice after the first (measured on the CNN's first two
+//    stages: 4 slices cost a third of their forward, 8 about a half).
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -115,17 +128,19 @@ struct LayerProfile {
   std::vector<Codec> codecs;
 };
 
-enum class StepKind { Keep, Offload, Segment, Compress, Chunked };
+enum class StepKind { Keep, Offload, Segment, Compress, Chunked, Sliced };
 
 // One step of a plan over layers [first, last]: Keep and Offload cover one layer; a Segment is a
 // checkpoint over its layers, re-run in backward under `inner` (empty: every layer kept); a
-// Chunked step is a plain segment run by `chunks` slices of the batch (invariant 12).
+// Chunked step is a plain segment run by `chunks` slices of the batch (invariant 12); a Sliced step
+// runs its layers by `chunks` slices, keeping what they save under `codec` (-1: none), with no
+// re-run (invariant 13).
 struct PlanStep {
   StepKind kind = StepKind::Keep;
   int first = 0, last = 0;
   std::vector<PlanStep> inner;
-  int codec = -1;  // Compress: the index into the layer's codecs
-  int chunks = 0;  // Chunked: the number of slices
+  int codec = -1;  // Compress, Sliced: the index into the layer's codecs (Sliced: -1 for none)
+  int chunks = 0;  // Chunked, Sliced: the number of slices
 };
 
 // The slice counts the search tries for a Chunked step.

@@ -464,7 +464,9 @@ void mark(const std::vector<PlanStep>& steps, int depth, CheckpointPlan& p) {
       if (s.kind == StepKind::Offload) d = autograd::CheckpointPolicy::MustOffload;
       if (s.kind == StepKind::Compress)
         p.codec[static_cast<size_t>(i)] = p.profiles[static_cast<size_t>(i)].codecs[static_cast<size_t>(s.codec)].name;
-      if (s.kind == StepKind::Chunked) p.chunks[static_cast<size_t>(i)] = s.chunks;
+      if (s.kind == StepKind::Chunked || s.kind == StepKind::Sliced) p.chunks[static_cast<size_t>(i)] = s.chunks;
+      if (s.kind == StepKind::Sliced && s.codec >= 0)
+        p.codec[static_cast<size_t>(i)] = p.profiles[static_cast<size_t>(i)].codecs[static_cast<size_t>(s.codec)].name;
       if (s.kind == StepKind::Segment || s.kind == StepKind::Chunked) {
         d = autograd::CheckpointPolicy::MustRecompute;
         p.depth[static_cast<size_t>(i)] = std::max(p.depth[static_cast<size_t>(i)], depth + 1);
@@ -545,6 +547,25 @@ Tensor run_steps(const Modules& mods, const std::shared_ptr<const std::vector<Pl
               return h;
             },
             x, params, s.chunks);
+        break;
+      }
+      case StepKind::Sliced: {
+        // budget_solver.h, invariant 13: the slices' saves are kept (under the codec's hooks), and
+        // backward differentiates them a slice at a time.
+        std::vector<Tensor> params;
+        for (int i = s.first; i <= s.last; ++i)
+          for (const Tensor& p : (*mods)[static_cast<size_t>(i)]->parameters())
+            if (p.requires_grad()) params.push_back(p);
+        std::optional<autograd::CompressSaved> hooks;
+        if (s.codec >= 0) hooks.emplace(autograd::CompressOptions{.codec = o.codecs[static_cast<size_t>(s.codec)]});
+        int first = s.first, last = s.last;
+        x = autograd::checkpoint_rows(
+            [mods, first, last](const Tensor& in) {
+              Tensor h = in;
+              for (int i = first; i <= last; ++i) h = (*(*mods)[static_cast<size_t>(i)])(h);
+              return h;
+            },
+            x, params, s.chunks, autograd::RowsOptions{.recompute = false});
         break;
       }
     }
@@ -695,12 +716,21 @@ std::string CheckpointPlan::table() const {
       what = decisions[i] == autograd::CheckpointPolicy::MustRecompute ? "recompute+" + codec[i] : "compress " + codec[i];
     if (i < chunks.size() && chunks[i] > 0 && decisions[i] == autograd::CheckpointPolicy::MustRecompute)
       what = "recompute/" + std::to_string(chunks[i]);
+    if (i < chunks.size() && chunks[i] > 0 && decisions[i] != autograd::CheckpointPolicy::MustRecompute)
+      what = "sliced/" + std::to_string(chunks[i]) + (codec[i].empty() ? "" : "+" + codec[i]);
     os << std::left << std::setw(static_cast<int>(w)) << layers[i] << "  " << std::setw(13) << what
        << "  " << std::setw(5) << depth[i] << "  " << std::right << std::setw(12) << mib(saved) << "  " << std::setw(12)
        << mib(l.output_bytes) << "  " << std::setw(10) << std::setprecision(3) << l.forward_seconds * 1e3 << "\n";
   }
-  if (std::any_of(chunks.begin(), chunks.end(), [](int k) { return k > 0; }))
-    os << "recompute/k: run by k slices of the batch, in forward and in backward\n";
+  bool rerun_sliced = false, kept_sliced = false;
+  for (size_t i = 0; i < chunks.size() && i < decisions.size(); ++i) {
+    if (chunks[i] == 0) continue;
+    (decisions[i] == autograd::CheckpointPolicy::MustRecompute ? rerun_sliced : kept_sliced) = true;
+  }
+  if (rerun_sliced) os << "recompute/k: run by k slices of the batch, in forward and in backward\n";
+  if (kept_sliced)
+    os << "sliced/k: run by k slices of the batch, their saves kept (packed by the codec after +), "
+          "backward a slice at a time\n";
   bool rerun_packed = false;
   for (size_t i = 0; i < codec.size() && i < decisions.size(); ++i)
     rerun_packed = rerun_packed || (!codec[i].empty() && decisions[i] == autograd::CheckpointPolicy::MustRecompute);

@@ -234,8 +234,19 @@ TEST_CASE("budget solver: a chunked step holds one slice of its re-run, and reac
   L[0].input_needs_grad = true;
   CHECK(evaluate_plan(L, chunked(4)).peak_bytes == 8 * b + 8 * b + 4 * b + 2 * b + 4 * b);
   L[0].input_needs_grad = false;
+  // Sliced instead (invariant 13): no re-run, so no slice output held through it, and what the
+  // layer saves (the chain's input, held already) kept; its time is the slicing estimate.
+  auto sliced = [](int k) {
+    PlanStep s{StepKind::Sliced, 0, 0, {}};
+    s.chunks = k;
+    return std::vector<PlanStep>{s};
+  };
+  PlanCost s4 = evaluate_plan(L, sliced(4));
+  CHECK(s4.peak_bytes == 8 * b + 8 * b + 4 * b);
+  CHECK(s4.extra_seconds == Approx(1e-3 * 3 / 10));
+  CHECK(s4.held_bytes == 8 * b);  // the caller's output only
   // Without slices no plan gets below keeping everything; with them the search finds the fewest
-  // slices that fit.
+  // slices that fit, sliced (cheaper here than a re-run).
   std::vector<LayerProfile> no_rows = L;
   no_rows[0].rows = 0;
   CHECK(min_peak_bytes(no_rows) >= 24 * b);
@@ -243,8 +254,9 @@ TEST_CASE("budget solver: a chunked step holds one slice of its re-run, and reac
   // (A little above 19b: the search rounds every size up to units of the budget.)
   SolvedPlan p = solve_plan(L, 19 * b + b / 4, 1 << 12);
   REQUIRE(p.steps.size() == 1);
-  CHECK(p.steps[0].kind == StepKind::Chunked);
+  CHECK(p.steps[0].kind == StepKind::Sliced);
   CHECK(p.steps[0].chunks == 8);
+  CHECK(p.steps[0].codec == -1);
   CHECK(p.cost.peak_bytes <= 19 * b + b / 4);
   // A batch of 4 rows allows 2 and 4 slices only.
   L[0].rows = 4;

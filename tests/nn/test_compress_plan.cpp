@@ -45,6 +45,38 @@ double rel_err(const Tensor& a, const Tensor& b) {
   return (a - b).norm().item<double>() / std::max(b.norm().item<double>(), 1e-30);
 }
 
+// Two conv-relu-pool stages and a linear head, on [N, 1, 28, 28].
+std::shared_ptr<Sequential> small_cnn() {
+  manual_seed(6);
+  auto m = std::make_shared<Sequential>();
+  m->push_back(std::make_shared<Conv2d>(1, 16, 3, 1, 1));
+  m->push_back(std::make_shared<ReLU>());
+  m->push_back(std::make_shared<MaxPool2d>(2));
+  m->push_back(std::make_shared<Conv2d>(16, 16, 3, 1, 1));
+  m->push_back(std::make_shared<ReLU>());
+  m->push_back(std::make_shared<MaxPool2d>(2));
+  m->push_back(std::make_shared<Flatten>());
+  m->push_back(std::make_shared<Linear>(16 * 7 * 7, 10));
+  return m;
+}
+
+// One step as graft train runs it (gradients start as none): the step's peak from the memory log,
+// and each parameter's gradient.
+int64_t logged_step(Sequential& m, const Tensor& x, const Tensor& target,
+                    const std::function<Tensor(const Tensor&)>& forward, std::vector<Tensor>* grads) {
+  for (Tensor& p : m.parameters()) p.mutable_grad() = Tensor();
+  memory_log_start(kCPU);
+  {
+    Tensor out = forward(x);
+    functional::cross_entropy(out, target).backward();
+  }
+  int64_t peak = 0;
+  for (const MemoryEvent& e : memory_log_stop()) peak = std::max(peak, e.bytes);
+  if (grads)
+    for (Tensor& p : m.parameters()) grads->push_back(p.grad().clone());
+  return peak;
+}
+
 }  // namespace
 
 TEST_CASE("budget solver: a compressed layer holds its codec's bytes and costs its codec's time") {
@@ -279,16 +311,7 @@ TEST_CASE("a whole-step budget on a small channels-last CNN: gradients start as 
 TEST_CASE("below what the four exact decisions reach, a CNN runs by slices of the batch, within the budget") {
   // The fifth decision (budget_solver.h, invariant 12), on a step as graft train runs it
   // (gradients start as none): the first stage's whole-batch tensors bound every exact plan.
-  manual_seed(6);
-  auto m = std::make_shared<Sequential>();
-  m->push_back(std::make_shared<Conv2d>(1, 16, 3, 1, 1));
-  m->push_back(std::make_shared<ReLU>());
-  m->push_back(std::make_shared<MaxPool2d>(2));
-  m->push_back(std::make_shared<Conv2d>(16, 16, 3, 1, 1));
-  m->push_back(std::make_shared<ReLU>());
-  m->push_back(std::make_shared<MaxPool2d>(2));
-  m->push_back(std::make_shared<Flatten>());
-  m->push_back(std::make_shared<Linear>(16 * 7 * 7, 10));
+  auto m = small_cnn();
   Tensor x = randn({64, 1, 28, 28});
   Tensor target = ops::zeros({64}, kInt64);
   // Which layers say they split by rows: batched convolutions and pools, a flatten that keeps the
@@ -299,17 +322,7 @@ TEST_CASE("below what the four exact decisions reach, a CNN runs by slices of th
   CHECK_FALSE(Flatten(0).splits_by_rows(x));
   CHECK_FALSE(Dropout(0.1).splits_by_rows(x));
   auto run_step = [&](const std::function<Tensor(const Tensor&)>& forward, std::vector<Tensor>* grads) {
-    for (Tensor& p : m->parameters()) p.mutable_grad() = Tensor();
-    memory_log_start(kCPU);
-    {
-      Tensor out = forward(x);
-      functional::cross_entropy(out, target).backward();
-    }
-    int64_t peak = 0;
-    for (const MemoryEvent& e : memory_log_stop()) peak = std::max(peak, e.bytes);
-    if (grads)
-      for (Tensor& p : m->parameters()) grads->push_back(p.grad().clone());
-    return peak;
+    return logged_step(*m, x, target, forward, grads);
   };
   std::vector<Tensor> plain_grads;
   const int64_t plain = run_step([&](const Tensor& in) { return (*m)(in); }, &plain_grads);
@@ -431,4 +444,58 @@ TEST_CASE("a segment re-run under a codec runs within its prediction, with a com
   // The re-run holds the first half packed only while it is backpropagated: less than keeping them
   // packed through the whole step.
   CHECK(rerun.predicted_peak_bytes < top.predicted_peak_bytes);
+}
+
+TEST_CASE("a sliced step keeps its slices' saves (packed by a codec) and runs backward a slice at a time, within its prediction") {
+  // Invariant 13 of budget_solver.h on the small CNN: the two conv stages by 4 slices, no re-run.
+  auto m = small_cnn();
+  Tensor x = randn({64, 1, 28, 28});
+  Tensor target = ops::zeros({64}, kInt64);
+  std::vector<Tensor> plain_grads;
+  const int64_t plain = logged_step(*m, x, target, [&](const Tensor& in) { return (*m)(in); }, &plain_grads);
+  BudgetOptions o;
+  o.codecs = {autograd::SavedCodec::kBf16};
+  CheckpointPlan p = plan_checkpoint(*m, x, 1 << 30, o);
+  REQUIRE(p.codec_checks.size() == 1);
+  REQUIRE(p.codec_checks[0].accepted);
+  auto with = [&](StepKind kind, int codec) {
+    CheckpointPlan q = p;
+    PlanStep s{kind, 0, 5, {}};
+    s.chunks = 4;
+    s.codec = codec;
+    q.steps = {s, {StepKind::Keep, 6, 6, {}}, {StepKind::Keep, 7, 7, {}}};
+    q.predicted_peak_bytes = evaluate_plan(q.profiles, q.steps).peak_bytes;
+    for (int i = 0; i < 8; ++i) {
+      q.chunks[static_cast<size_t>(i)] = i <= 5 ? 4 : 0;
+      q.codec[static_cast<size_t>(i)] = i <= 5 && codec >= 0 ? "bf16" : "";
+      q.decisions[static_cast<size_t>(i)] = i <= 5 && kind == StepKind::Chunked ? autograd::CheckpointPolicy::MustRecompute
+                                                                             : autograd::CheckpointPolicy::MustSave;
+    }
+    return q;
+  };
+  // Kept exactly, the slices' gradients are the re-run's bit for bit (the same slices' graphs).
+  CheckpointPlan exact = with(StepKind::Sliced, -1), rerun = with(StepKind::Chunked, -1);
+  CHECK(exact.table().find("sliced/4 ") != std::string::npos);
+  std::vector<Tensor> ge, gr;
+  (void)logged_step(*m, x, target, [&](const Tensor& in) { return run_plan(*m, exact, in); }, &ge);
+  (void)logged_step(*m, x, target, [&](const Tensor& in) { return run_plan(*m, rerun, in); }, &gr);
+  REQUIRE(ge.size() == gr.size());
+  for (size_t i = 0; i < ge.size(); ++i) CHECK(ge[i].to_vector<float>() == gr[i].to_vector<float>());
+  // Under bf16: relu's masks, the second conv's input packed; the peak as predicted, well under
+  // plain's, and the gradients within the codec's error.
+  CheckpointPlan packed = with(StepKind::Sliced, 0);
+  INFO(packed.table());
+  CHECK(packed.table().find("sliced/4+bf16") != std::string::npos);
+  std::vector<Tensor> gp;
+  const int64_t measured = logged_step(*m, x, target, [&](const Tensor& in) { return run_plan(*m, packed, in); }, &gp);
+  INFO("plain " << plain << ", sliced+bf16 " << measured << " (predicted " << packed.predicted_peak_bytes << ")");
+  CHECK(measured < plain / 2);
+  CHECK(std::abs(static_cast<double>(measured - packed.predicted_peak_bytes)) <= 0.05 * static_cast<double>(plain));
+  CHECK(packed.predicted_peak_bytes < exact.predicted_peak_bytes);
+  for (size_t i = 0; i < gp.size(); ++i) CHECK(rel_err(gp[i], plain_grads[i]) < 1e-2);
+  // Slices are a top-level decision: a re-run holding one is an error.
+  PlanStep inner{StepKind::Sliced, 0, 1, {}};
+  inner.chunks = 2;
+  PlanStep seg{StepKind::Segment, 0, 1, {inner}};
+  CHECK_THROWS_WITH(rerun_codec(seg), Catch::Contains("sliced step"));
 }

@@ -171,22 +171,25 @@ SlicedFigures sliced_figures(const std::vector<LayerProfile>& L, int first, int 
   for (int j = n - 1; j >= 0; --j) grads_from[j] = grads_from[j + 1] + L[static_cast<size_t>(j)].param_grad_bytes;
   const int64_t input_grad = first == 0 && !L[0].input_needs_grad ? 0 : L[static_cast<size_t>(first)].input_bytes;
   int flag = kHeld;
-  int64_t held = 0, inside = 0, slice_grads = 0, summed = 0;
+  int64_t held = 0, slice_grads = 0, summed = 0;
   int64_t max_backward = std::numeric_limits<int64_t>::min();
+  // The last slice's forward at layer j: the other slices' saves (all of the stretch's), its own
+  // saves of the layers before j, and layer j's input, intermediates and output, all of one slice.
+  int64_t at_layer = 0;  // max over j of (held before j + j's forward point), whole-batch bytes
   double seconds = 0;
   for (int c = first; c < n; ++c) {
     const LayerProfile& f = L[static_cast<size_t>(c)];
     if (f.rows < k || (codec >= 0 && static_cast<int>(f.codecs.size()) <= codec)) break;
     const PlanStep own = codec >= 0 ? PlanStep{StepKind::Compress, c, c, {}, codec} : PlanStep{StepKind::Keep, c, c, {}};
+    at_layer = std::max(at_layer, held + (c > first ? f.input_bytes : 0) + f.own_bytes + f.output_bytes);
     held += added_bytes(L, own, flag);
     const LayerProfile s = slice_of(f, k);
     slice_grads += s.param_grad_bytes;
     max_backward = std::max(max_backward, (codec >= 0 ? codec_backward_bytes(s, codec) : grad_bytes(s)) - slice_grads);
-    inside = std::max(inside, (c > first ? s.input_bytes : 0) + s.own_bytes + s.output_bytes);
     summed += f.param_bytes;
     seconds += codec >= 0 ? f.codecs[static_cast<size_t>(codec)].seconds : 0.0;
     out.held.push_back(held);
-    out.forward.push_back(held + f.output_bytes + inside);
+    out.forward.push_back(f.output_bytes + held - held / k + (at_layer + k - 1) / k);
     out.backward.push_back(grads_from[c + 1] + f.output_bytes + input_grad + summed + slice_grads + max_backward);
     out.seconds.push_back(seconds + forward_seconds(L, first, c) * (k - 1) / 10.0);
   }

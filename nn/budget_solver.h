@@ -80,8 +80,10 @@
 //    keeps what the slices save (autograd::checkpoint_rows with RowsOptions::recompute = false);
 //    backward differentiates one slice at a time. It holds its input as a segment does, and from
 //    its forward to its backward what its layers save, as Compress steps (or Keep steps) of a
-//    re-run would, summed over the slices: the whole batch's figures. Its forward point adds its
-//    whole output and one slice's largest layer; its backward point, above what is held, the later
+//    re-run would, summed over the slices: the whole batch's figures. Its forward point is the
+//    last slice's largest: its whole output, the other slices' saves, and a k-th of what the
+//    stretch saves before a layer plus that layer's input, intermediates and output (the whole
+//    batch's). Its backward point, above what is held, adds the later
 //    layers' parameter gradients, its output's and input's gradients whole, its own layers' summed
 //    parameter gradients, and one slice's backward: the layer figures of the slice's backward
 //    (its codec's when compressed), divided by k, and the slice's fresh parameter gradients. Its

@@ -56,6 +56,14 @@ Tensor run_slice(const RowsState& st, const Tensor& x, int64_t len) {
   return y;
 }
 
+// Every slice's output has the first's trailing shape and dtype.
+void check_like_first(const Tensor& out, const Tensor& y) {
+  GRAFT_CHECK(std::equal(y.sizes().begin() + 1, y.sizes().end(), out.sizes().begin() + 1, out.sizes().end()) &&
+                  y.dtype() == out.dtype(),
+              "checkpoint_rows: fn gave slices of different shapes or dtypes: ", shape_str(out.sizes()), " so far, then ",
+              shape_str(y.sizes()));
+}
+
 variable_list rows_backward(FunctionCtx* ctx, variable_list grads) {
   RowsState& st = *std::any_cast<const std::shared_ptr<RowsState>&>(ctx->saved_data.at(kState));
   const std::vector<Tensor> saved = ctx->saved_tensors();
@@ -174,10 +182,7 @@ Tensor checkpoint_rows(const std::function<Tensor(const Tensor&)>& fn, const Ten
       if (!out.defined()) {
         out = empty_in_layout(with_rows(y.sizes(), rows), y);
       } else {
-        GRAFT_CHECK(std::equal(y.sizes().begin() + 1, y.sizes().end(), out.sizes().begin() + 1, out.sizes().end()) &&
-                        y.dtype() == out.dtype(),
-                    "checkpoint_rows: fn gave slices of different shapes or dtypes: ", shape_str(out.sizes()),
-                    " so far, then ", shape_str(y.sizes()));
+        check_like_first(out, y);
       }
       Tensor rows_of = out.narrow(0, lo, len);
       {
@@ -218,10 +223,7 @@ Tensor checkpoint_rows(const std::function<Tensor(const Tensor&)>& fn, const Ten
         }
         out = empty_in_layout(with_rows(y.sizes(), rows), y);
       } else {
-        GRAFT_CHECK(std::equal(y.sizes().begin() + 1, y.sizes().end(), out.sizes().begin() + 1, out.sizes().end()) &&
-                        y.dtype() == out.dtype(),
-                    "checkpoint_rows: fn gave slices of different shapes or dtypes: ", shape_str(out.sizes()),
-                    " so far, then ", shape_str(y.sizes()));
+        check_like_first(out, y);
       }
       out.narrow(0, lo, len).copy_(y);
     }

@@ -532,32 +532,18 @@ Tensor run_steps(const Modules& mods, const std::shared_ptr<const std::vector<Pl
             x, co);
         break;
       }
-      case StepKind::Chunked: {
-        // budget_solver.h, invariant 12: the layers' parameters get their gradients through the
-        // step's node, summed over the slices.
-        std::vector<Tensor> params;
-        for (int i = s.first; i <= s.last; ++i)
-          for (const Tensor& p : (*mods)[static_cast<size_t>(i)]->parameters())
-            if (p.requires_grad()) params.push_back(p);
-        int first = s.first, last = s.last;
-        x = autograd::checkpoint_rows(
-            [mods, first, last](const Tensor& in) {
-              Tensor h = in;
-              for (int i = first; i <= last; ++i) h = (*(*mods)[static_cast<size_t>(i)])(h);
-              return h;
-            },
-            x, params, s.chunks);
-        break;
-      }
+      case StepKind::Chunked:
       case StepKind::Sliced: {
-        // budget_solver.h, invariant 13: the slices' saves are kept (under the codec's hooks), and
-        // backward differentiates them a slice at a time.
+        // budget_solver.h, invariants 12 and 13: the layers' parameters get their gradients through
+        // the step's node, summed over the slices. Chunked re-runs each slice in backward; Sliced
+        // keeps the slices' saves (under the codec's hooks when it has one) and differentiates them.
         std::vector<Tensor> params;
         for (int i = s.first; i <= s.last; ++i)
           for (const Tensor& p : (*mods)[static_cast<size_t>(i)]->parameters())
             if (p.requires_grad()) params.push_back(p);
         std::optional<autograd::CompressSaved> hooks;
-        if (s.codec >= 0) hooks.emplace(autograd::CompressOptions{.codec = o.codecs[static_cast<size_t>(s.codec)]});
+        if (s.kind == StepKind::Sliced && s.codec >= 0)
+          hooks.emplace(autograd::CompressOptions{.codec = o.codecs[static_cast<size_t>(s.codec)]});
         int first = s.first, last = s.last;
         x = autograd::checkpoint_rows(
             [mods, first, last](const Tensor& in) {
@@ -565,7 +551,7 @@ Tensor run_steps(const Modules& mods, const std::shared_ptr<const std::vector<Pl
               for (int i = first; i <= last; ++i) h = (*(*mods)[static_cast<size_t>(i)])(h);
               return h;
             },
-            x, params, s.chunks, autograd::RowsOptions{.recompute = false});
+            x, params, s.chunks, autograd::RowsOptions{.recompute = s.kind == StepKind::Chunked});
         break;
       }
     }

@@ -608,7 +608,7 @@ TEST_CASE("a checkpoint's forward frees each activation when the function drops 
   CHECK(v(g) == v(want));
 }
 
-TEST_CASE("recompute_hooks: the re-run's tensors wait packed, and the gradients are a compressed forward's, bit for bit") {
+TEST_CASE("recompute_hooks: the re-run's tensors wait packed, and the gradients are a compressed forward's") {
   // Four mm + tanh layers on a [4096, 64] batch (1 MiB activations, 16 KiB weights): tanh's output
   // and the next mm's input are one tensor, a lossy slot for both, so int8 packs each boundary once
   // (deduplication within the re-run's one scope).
@@ -654,8 +654,13 @@ TEST_CASE("recompute_hooks: the re-run's tensors wait packed, and the gradients 
   std::vector<Tensor> got, exact;
   const int64_t packed_peak = backward_peak(o, got);
   CHECK(made == 1);
+  // To rounding: the weights' gradients sum over 4096 rows, which a loaded machine may order
+  // differently from one run to the next (seen under ASan in CI: 1-ulp differences). One int8 code
+  // packed differently would move them far more, and the exact gradients are far away.
   REQUIRE(got.size() == want.size());
-  for (size_t i = 0; i < got.size(); ++i) CHECK(v(got[i]) == v(want[i]));
+  for (size_t i = 0; i < got.size(); ++i) test::check_close(got[i], want[i]);
+  std::vector<Tensor> uncompressed = grad({fn(x).sum()}, wrt);
+  CHECK_FALSE(test::close_mismatch(got[0], uncompressed[0]).empty());
   const int64_t plain_peak = backward_peak(CheckpointOptions{}, exact);
   INFO("backward peak: packed " << packed_peak << " bytes, plain " << plain_peak);
   // Plain holds the four recomputed activations (1 MiB each) at once, beside the gradients; packed,
@@ -667,7 +672,7 @@ TEST_CASE("recompute_hooks: the re-run's tensors wait packed, and the gradients 
   Tensor g1 = grad({y.sum()}, {x}, {}, /*retain_graph=*/true)[0];
   Tensor g2 = grad({y.sum()}, {x})[0];
   CHECK(made == 2);
-  CHECK(v(g1) == v(g2));
+  test::check_close(g1, g2);
   // A factory that makes nothing is an error that says so.
   CheckpointOptions bad;
   bad.recompute_hooks = [] { return std::unique_ptr<SavedTensorsHooks>(); };

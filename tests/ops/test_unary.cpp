@@ -158,6 +158,39 @@ TEST_CASE("neg and relu refuse bool tensors with a hint") {
   CHECK_THROWS_WITH(ops::neg_(b), Contains("neg_"));
 }
 
+// The float32 GELU and its derivative (vec_math's erfc, one exponential) on a dense grid against
+// float64: a few ulp of the result where x >= -4, and relative accuracy in the far left tail,
+// where x * Phi(x) is tiny and naive 0.5 * x * (1 + erf(x / sqrt 2)) loses every digit. The
+// derivative Phi(x) + x phi(x) cancels near x = -0.75, so it is held to ulps of its terms' size.
+TEST_CASE("float32 gelu and gelu_backward stay within a few ulp on a dense grid, the far left tail included") {
+  std::vector<double> xs;
+  for (double v = -13.0; v <= 10.0; v += 1.0 / 512) xs.push_back(v);
+  const int64_t n = static_cast<int64_t>(xs.size());
+  Tensor x = make(xs, {n}, kFloat32);
+  const auto y = graft::gelu(x).to(kFloat64).to_vector<double>();
+  const auto d = ops::gelu_backward(graft::ones({n}), x, "none").to(kFloat64).to_vector<double>();
+  const auto xf = x.to(kFloat64).to_vector<double>();
+  auto ulp = [](double r) {
+    const float f = static_cast<float>(std::fabs(r));
+    return static_cast<double>(std::nextafter(f, INFINITY)) - static_cast<double>(f);
+  };
+  double worst_main = 0, worst_tail = 0, worst_grad = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const double v = xf[i], cdf = 0.5 * std::erfc(-v / std::sqrt(2.0));
+    const double pdf_term = v * std::exp(-0.5 * v * v) / std::sqrt(2.0 * M_PI);
+    const double want = v * cdf;
+    if (std::fabs(want) < 1e-36) continue;  // near float's smallest normals, where the kernel flushes
+    if (v >= -4) worst_main = std::max(worst_main, std::fabs(y[i] - want) / ulp(want));
+    else worst_tail = std::max(worst_tail, std::fabs(y[i] / want - 1));
+    worst_grad = std::max(worst_grad, std::fabs(d[i] - (cdf + pdf_term)) / ulp(std::fabs(cdf) + std::fabs(pdf_term)));
+  }
+  INFO("gelu: " << worst_main << " ulp (x >= -4), " << worst_tail << " relative (x < -4); backward: " << worst_grad
+                << " ulp of its terms");
+  CHECK(worst_main <= 32);
+  CHECK(worst_tail <= 2e-5);
+  CHECK(worst_grad <= 48);
+}
+
 TEST_CASE("gelu rejects integer inputs and unknown approximations") {
   Tensor x = make({1, 2}, {2}, kFloat32);
   CHECK_THROWS_WITH(graft::gelu(x, "fast"), Contains("gelu") && Contains("none or tanh") && Contains("fast"));

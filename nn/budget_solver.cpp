@@ -78,6 +78,10 @@ std::vector<PlanStep> all_kept(int first, int last) {
   return s;
 }
 
+// Invariants 12 and 13: what running a stretch's forward by k slices of the batch costs beyond
+// running it whole, as a fraction of its forward: a tenth per slice after the first.
+double slice_stretch(int k) { return (k - 1) / 10.0; }
+
 double forward_seconds(const std::vector<LayerProfile>& L, int first, int last) {
   double t = 0;
   for (int i = first; i <= last; ++i) t += L[static_cast<size_t>(i)].forward_seconds;
@@ -191,7 +195,7 @@ SlicedFigures sliced_figures(const std::vector<LayerProfile>& L, int first, int 
     out.held.push_back(held);
     out.forward.push_back(f.output_bytes + held - held / k + (at_layer + k - 1) / k);
     out.backward.push_back(grads_from[c + 1] + f.output_bytes + input_grad + summed + slice_grads + max_backward);
-    out.seconds.push_back(seconds + forward_seconds(L, first, c) * (k - 1) / 10.0);
+    out.seconds.push_back(seconds + forward_seconds(L, first, c) * slice_stretch(k));
   }
   return out;
 }
@@ -297,7 +301,7 @@ PlanCost eval_range(const std::vector<LayerProfile>& L, const std::vector<PlanSt
       }
       case StepKind::Chunked:
         p = at + checked_chunked(L, s).backward[static_cast<size_t>(s.last - s.first)];
-        c.extra_seconds += forward_seconds(L, s.first, s.last);
+        c.extra_seconds += forward_seconds(L, s.first, s.last) * (1 + 2 * slice_stretch(s.chunks));
         break;
       case StepKind::Sliced: {
         const SlicedFigures f = checked_sliced(L, s);
@@ -500,7 +504,7 @@ class Search {
         const std::vector<int>& cf = chunk_fwd_[static_cast<size_t>(pos)][ki];
         const std::vector<int>& cb = chunk_bwd_[static_cast<size_t>(pos)][ki];
         for (int c = pos; c <= last && static_cast<size_t>(c - pos) < cf.size(); ++c) {
-          float t = static_cast<float>(prefix_t_[c + 1] - prefix_t_[pos]);
+          float t = static_cast<float>((prefix_t_[c + 1] - prefix_t_[pos]) * (1 + 2 * slice_stretch(kChunkCounts[ki])));
           if (t >= best) break;  // recompute time only grows with c
           const size_t d = static_cast<size_t>(c - pos);
           if (cf[d] + fx > rs || cb[d] > rs) continue;

@@ -44,6 +44,10 @@ Tensor TransformerEncoderLayer::feed_forward_block(const Tensor& x) {
 
 Tensor TransformerEncoderLayer::forward(const Tensor& src) { return forward(src, {}, {}); }
 
+bool TransformerEncoderLayer::splits_by_rows(const Tensor& input) const {
+  return options.batch_first && input.dim() == 3 && (options.dropout == 0.0 || !is_training());
+}
+
 Tensor TransformerEncoderLayer::forward(const Tensor& src, const Tensor& src_mask, const Tensor& padding,
                                         bool is_causal) {
   Tensor x = src;

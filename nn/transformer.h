@@ -39,6 +39,9 @@ class TransformerEncoderLayer : public Module {
   Tensor forward(const Tensor& src, const Tensor& src_mask, const Tensor& src_key_padding_mask,
                  bool is_causal = false);
   std::string name() const override { return "TransformerEncoderLayer"; }
+  // Batch-first [N, L, E] without dropout (or in eval mode): each sample's tokens attend only to
+  // each other (forward(src) has no masks), so slices of the batch give the batch's rows.
+  bool splits_by_rows(const Tensor& input) const override;
 
   int64_t d_model, nhead;
   TransformerEncoderLayerOptions options;

@@ -215,3 +215,38 @@ TEST_CASE("transformer modules reject bad sizes and masks with the shapes") {
   nn::PositionalEmbedding pos(4, 8);
   CHECK_THROWS_WITH(pos(randn({1, 5, 8})), Catch::Contains("L <= 4"));
 }
+
+TEST_CASE("a batch-first encoder layer without dropout splits by rows: slices give the batch's output and gradients") {
+  manual_seed(21);
+  nn::TransformerEncoderLayerOptions o;
+  o.dim_feedforward = 32;
+  o.dropout = 0.0;
+  o.activation = "gelu";
+  o.batch_first = true;
+  o.norm_first = true;
+  auto layer = std::make_shared<nn::TransformerEncoderLayer>(16, 4, o);
+  Tensor x = randn({8, 5, 16}).requires_grad_(true);
+  CHECK(layer->splits_by_rows(x));
+  CHECK_FALSE(layer->splits_by_rows(randn({5, 16})));  // unbatched
+  nn::TransformerEncoderLayerOptions seq = o;
+  seq.batch_first = false;  // [L, N, E]: dim 0 is the sequence
+  CHECK_FALSE(nn::TransformerEncoderLayer(16, 4, seq).splits_by_rows(x));
+  nn::TransformerEncoderLayerOptions drop = o;
+  drop.dropout = 0.1;
+  nn::TransformerEncoderLayer dropping(16, 4, drop);
+  CHECK_FALSE(dropping.splits_by_rows(x));  // dropout draws per batch
+  dropping.eval();
+  CHECK(dropping.splits_by_rows(x));
+  // By 4 slices of 2 rows, as the planner runs it: the whole batch's values up to rounding.
+  const std::vector<Tensor> params = layer->parameters();
+  std::vector<Tensor> wrt{x};
+  wrt.insert(wrt.end(), params.begin(), params.end());
+  Tensor probe = randn({8, 5, 16});
+  Tensor whole = (*layer)(x);
+  std::vector<Tensor> want = autograd::grad({sum(mul(whole, probe))}, wrt);
+  Tensor sliced = autograd::checkpoint_rows([&](const Tensor& in) { return (*layer)(in); }, x, params, 4);
+  check_close(sliced, whole, {.rtol = 1e-5, .atol = 1e-6});
+  std::vector<Tensor> got = autograd::grad({sum(mul(sliced, probe))}, wrt);
+  REQUIRE(got.size() == want.size());
+  for (size_t i = 0; i < got.size(); ++i) check_close(got[i], want[i], {.rtol = 1e-4, .atol = 1e-5});
+}

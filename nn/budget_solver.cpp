@@ -145,12 +145,14 @@ ChunkedFigures chunked_figures(const std::vector<LayerProfile>& L, int first, in
     max_forward = std::max(max_forward, prefix + forward_bytes(one, keep, flag, /*top=*/false));
     const int64_t at = prefix + added_bytes(one, keep, flag);
     slice_grads += s.param_grad_bytes;
+    // The slice's output (layer c's) is the inner backward's root, held through all of it: at
+    // layer c's own point on top of its saves unless it saves the output itself, and at every
+    // earlier layer's point on top of that point (where a plain backward has freed c's saves).
+    const int64_t own = at + grad_bytes(s) - slice_grads + (s.saves_output ? 0 : s.output_bytes);
+    const int64_t earlier = c > first ? max_backward + s.output_bytes : own;
+    const int64_t rerun = std::max(max_forward, slice_grads + std::max(own, earlier));
     max_backward = std::max(max_backward, at + grad_bytes(s) - slice_grads);
     prefix = at;
-    // The slice's output (layer c's) is the inner backward's root, held through all of it: counted
-    // here unless layer c saves it anyway.
-    const int64_t root = s.saves_output ? 0 : s.output_bytes;
-    const int64_t rerun = std::max(max_forward, slice_grads + max_backward + root);
     inside = std::max(inside, (c > first ? s.input_bytes : 0) + s.own_bytes + s.output_bytes);
     out.forward.push_back(f.output_bytes + inside);
     summed += f.param_bytes;

@@ -70,8 +70,9 @@
 //    its input's (unless that needs none: `input_needs_grad`), both whole, its own layers' summed
 //    parameter gradients (`param_bytes`), and one slice's re-run: the plain re-run of the segment
 //    with every activation figure divided by k and rounded up, making its layers' parameter
-//    gradients afresh (`param_bytes`, not divided), with the slice's output held through its
-//    backward (it is the inner backward's root; the last layer may save it anyway). It
+//    gradients afresh (`param_bytes`, not divided), with the slice's output held through all of
+//    its backward (it is the inner backward's root): at every earlier layer's point too, where a
+//    plain backward has freed the last layer's saves, even if that layer saves its output. It
 //    runs out of place. Its extra time is its forward's, once, plus twice invariant 13's
 //    estimate of what running by slices costs (its forward and its re-run both run by slices; on
 //    a ViT block, 16 slices measured 3.5 forwards, where one forward predicted 1). Slices can take a layer whose

@@ -1,6 +1,8 @@
 // The saved-tensor codecs on the CPU (codegen/ops/codec.yaml): checks and geometry in
 // ops/codec_plan.h, per-element formulas in ops/codec_math.h; only the loops are here.
 #include <algorithm>
+#include <bit>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <type_traits>
@@ -10,6 +12,7 @@
 #include "ops/codec_plan.h"
 #include "ops/cpu_kernels.h"
 #include "ops/kernel_utils.h"
+#include "ops/vec_math.h"
 #include "runtime/generator.h"
 #include "runtime/parallel.h"
 
@@ -59,6 +62,27 @@ void int8_codes_nearest(const T* x, const float* scale, int8_t* q, int64_t C) {
 }
 #pragma GCC pop_options
 
+// float32 masks, bytes [b, e): the same bits as the generic loop (x <= 0 is false for x > 0 and NaN),
+// multiversioned (the build targets generic x86-64). 32 lanes make one 32-bit word, stored little
+// endian as four bytes: GCC turns that loop into compares and mask moves, where a byte per pass
+// stayed scalar (6x slower on one core).
+GRAFT_VECTOR_CLONES void sign_bytes_f32(const float* p, uint8_t* o, int64_t b, int64_t e) {
+  int64_t j = b;
+  for (; j + 4 <= e; j += 4) {
+    const float* v = p + j * 8;
+    uint32_t word = 0;
+    for (int k = 0; k < 32; ++k) word |= static_cast<uint32_t>(!(v[k] <= 0.0f)) << k;
+    static_assert(std::endian::native == std::endian::little, "sign bits are stored little endian");
+    std::memcpy(o + j, &word, sizeof word);
+  }
+  for (; j < e; ++j) {
+    const float* v = p + j * 8;
+    uint8_t byte = 0;
+    for (int k = 0; k < 8; ++k) byte |= static_cast<uint8_t>(!(v[k] <= 0.0f)) << k;
+    o[j] = byte;
+  }
+}
+
 // Rows of the [outer, C, inner] view: row r is channel r % C, elements [r * inner, (r + 1) * inner).
 inline int64_t rows_grain(int64_t inner) { return std::max<int64_t>(1, kGrainSize / std::max<int64_t>(inner, 1)); }
 
@@ -77,6 +101,10 @@ Tensor pack_sign_bits_cpu(const Tensor& self) {
     // the last, partial one.
     const int64_t whole = n / 8;
     parallel_for(0, whole, kGrainSize / 8, [&](int64_t b, int64_t e) {
+      if constexpr (std::is_same_v<T, float>) {
+        sign_bytes_f32(p, o, b, e);
+        return;
+      }
       for (int64_t j = b; j < e; ++j) {
         const T* v = p + j * 8;
         uint8_t byte = 0;

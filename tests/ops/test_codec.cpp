@@ -65,6 +65,18 @@ TEST_CASE("_pack_sign_bits sets the bits of positive and NaN elements, row-major
   CHECK(bytes_of(bits) == std::vector<uint8_t>{0xA9, 0x01});
   Tensor back = ops::_unpack_sign_bits(bits, {10}, kFloat32);
   CHECK(floats(back) == std::vector<float>{1, 0, 0, 1, 0, 1, 0, 1, 1, 0});
+  // The same values spread over whole 32-bit words (the float32 loop packs 32 lanes at a time),
+  // then a few bytes and a partial byte: every bit against its definition.
+  const std::vector<float> special{kNaN, -0.0f, 0.0f, 1e-30f, -1e-30f, -1.0f, kInf, -kInf, 2.0f, -5.0f, 1e-45f};
+  std::vector<float> many(203);
+  for (size_t i = 0; i < many.size(); ++i) many[i] = special[(i * 7 + i / 11) % special.size()];
+  const std::vector<uint8_t> packed = bytes_of(ops::_pack_sign_bits(tensor(many, {203})));
+  REQUIRE(packed.size() == 26);
+  for (size_t i = 0; i < many.size(); ++i) {
+    INFO("element " << i << " = " << many[i]);
+    CHECK(((packed[i / 8] >> (i % 8)) & 1) == (many[i] <= 0.0f ? 0 : 1));
+  }
+  for (size_t i = many.size(); i < 26 * 8; ++i) CHECK(((packed[i / 8] >> (i % 8)) & 1) == 0);  // padding
 }
 
 TEST_CASE("sign masks round-trip every dtype, layout and a numel that is not a multiple of 8") {

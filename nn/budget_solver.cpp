@@ -81,6 +81,8 @@ std::vector<PlanStep> all_kept(int first, int last) {
 // Invariants 12 and 13: what running a stretch's forward by k slices of the batch costs beyond
 // running it whole, as a fraction of its forward: a tenth per slice after the first.
 double slice_stretch(int k) { return (k - 1) / 10.0; }
+// A chunked step's time in forwards of its stretch: the re-run, plus slicing in forward and re-run.
+double chunked_forwards(int k) { return 1 + 2 * slice_stretch(k); }
 
 double forward_seconds(const std::vector<LayerProfile>& L, int first, int last) {
   double t = 0;
@@ -303,7 +305,7 @@ PlanCost eval_range(const std::vector<LayerProfile>& L, const std::vector<PlanSt
       }
       case StepKind::Chunked:
         p = at + checked_chunked(L, s).backward[static_cast<size_t>(s.last - s.first)];
-        c.extra_seconds += forward_seconds(L, s.first, s.last) * (1 + 2 * slice_stretch(s.chunks));
+        c.extra_seconds += forward_seconds(L, s.first, s.last) * chunked_forwards(s.chunks);
         break;
       case StepKind::Sliced: {
         const SlicedFigures f = checked_sliced(L, s);
@@ -506,7 +508,7 @@ class Search {
         const std::vector<int>& cf = chunk_fwd_[static_cast<size_t>(pos)][ki];
         const std::vector<int>& cb = chunk_bwd_[static_cast<size_t>(pos)][ki];
         for (int c = pos; c <= last && static_cast<size_t>(c - pos) < cf.size(); ++c) {
-          float t = static_cast<float>((prefix_t_[c + 1] - prefix_t_[pos]) * (1 + 2 * slice_stretch(kChunkCounts[ki])));
+          float t = static_cast<float>((prefix_t_[c + 1] - prefix_t_[pos]) * chunked_forwards(kChunkCounts[ki]));
           if (t >= best) break;  // recompute time only grows with c
           const size_t d = static_cast<size_t>(c - pos);
           if (cf[d] + fx > rs || cb[d] > rs) continue;

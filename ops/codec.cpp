@@ -62,8 +62,7 @@ void int8_codes_nearest(const T* x, const float* scale, int8_t* q, int64_t C) {
 }
 #pragma GCC pop_options
 
-// float32 masks, bytes [b, e): the same bits as the generic loop (x <= 0 is false for x > 0 and NaN),
-// multiversioned (the build targets generic x86-64). 32 lanes make one 32-bit word, stored little
+// float32 masks, bytes [b, e), with the generic loop's sign_bit, multiversioned (the build targets generic x86-64). 32 lanes make one 32-bit word, stored little
 // endian as four bytes: GCC turns that loop into compares and mask moves, where a byte per pass
 // stayed scalar (6x slower on one core).
 GRAFT_VECTOR_CLONES void sign_bytes_f32(const float* p, uint8_t* o, int64_t b, int64_t e) {
@@ -71,14 +70,14 @@ GRAFT_VECTOR_CLONES void sign_bytes_f32(const float* p, uint8_t* o, int64_t b, i
   for (; j + 4 <= e; j += 4) {
     const float* v = p + j * 8;
     uint32_t word = 0;
-    for (int k = 0; k < 32; ++k) word |= static_cast<uint32_t>(!(v[k] <= 0.0f)) << k;
+    for (int k = 0; k < 32; ++k) word |= static_cast<uint32_t>(codec_math::sign_bit(v[k])) << k;
     static_assert(std::endian::native == std::endian::little, "sign bits are stored little endian");
     std::memcpy(o + j, &word, sizeof word);
   }
   for (; j < e; ++j) {
     const float* v = p + j * 8;
     uint8_t byte = 0;
-    for (int k = 0; k < 8; ++k) byte |= static_cast<uint8_t>(!(v[k] <= 0.0f)) << k;
+    for (int k = 0; k < 8; ++k) byte |= static_cast<uint8_t>(codec_math::sign_bit(v[k])) << k;
     o[j] = byte;
   }
 }

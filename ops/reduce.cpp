@@ -25,7 +25,6 @@
 // to the result dtype; a requested float32/float64 result (sum(x, dtype=kFloat32)) is
 // not rounded to the input's dtype, as PyTorch. The other reductions take the float fallback.
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <limits>
 #include <memory>
@@ -197,35 +196,15 @@ struct SumReducer : scalar_math::SumWrite<O> {
   void merge(A& a, const A& b) const { a += b; }
 };
 
-// acc[j] += rows[r * stride + j] for r < rows, j < width: float32 widened to double (exact), each
-// column added in row order. The float32 columns' loop, multiversioned (the build targets generic
-// x86-64, where it would convert two lanes at a time); every clone adds in the same order, so
-// every clone gives the same bits.
-GRAFT_VECTOR_CLONES void add_rows_f32(const float* rows, int64_t stride, int64_t count, int64_t width, double* acc) {
-  int64_t r = 0;
-  for (; r + 4 <= count; r += 4) {  // four rows per pass over acc: a quarter of its loads and stores
-    const float *r0 = rows + r * stride, *r1 = r0 + stride, *r2 = r1 + stride, *r3 = r2 + stride;
-    for (int64_t j = 0; j < width; ++j) {
-      double a = acc[j];
-      a += static_cast<double>(r0[j]);
-      a += static_cast<double>(r1[j]);
-      a += static_cast<double>(r2[j]);
-      a += static_cast<double>(r3[j]);
-      acc[j] = a;
-    }
-  }
-  for (; r < count; ++r) {
-    const float* row = rows + r * stride;
-    for (int64_t j = 0; j < width; ++j) acc[j] += static_cast<double>(row[j]);
-  }
-}
-
-// The same for bfloat16 bits (a bias gradient under autocast): widening is a shift, also exact.
-GRAFT_VECTOR_CLONES void add_rows_bf16(const uint16_t* rows, int64_t stride, int64_t count, int64_t width, double* acc) {
-  auto wide = [](uint16_t b) { return static_cast<double>(std::bit_cast<float>(static_cast<uint32_t>(b) << 16)); };
+// acc[j] += wide(rows[r * stride + j]) for r < count, j < width, each column added in row order;
+// `wide` widens a stored element to double exactly. Four rows per pass over acc: a quarter of its
+// loads and stores, the same order of additions.
+template <class S, class Wide>
+[[gnu::always_inline]] inline void add_rows(const S* rows, int64_t stride, int64_t count, int64_t width, double* acc,
+                                           Wide wide) {
   int64_t r = 0;
   for (; r + 4 <= count; r += 4) {
-    const uint16_t *r0 = rows + r * stride, *r1 = r0 + stride, *r2 = r1 + stride, *r3 = r2 + stride;
+    const S *r0 = rows + r * stride, *r1 = r0 + stride, *r2 = r1 + stride, *r3 = r2 + stride;
     for (int64_t j = 0; j < width; ++j) {
       double a = acc[j];
       a += wide(r0[j]);
@@ -236,9 +215,19 @@ GRAFT_VECTOR_CLONES void add_rows_bf16(const uint16_t* rows, int64_t stride, int
     }
   }
   for (; r < count; ++r) {
-    const uint16_t* row = rows + r * stride;
+    const S* row = rows + r * stride;
     for (int64_t j = 0; j < width; ++j) acc[j] += wide(row[j]);
   }
+}
+
+// add_rows for float32 and for bfloat16 bits (a bias gradient under autocast), multiversioned: the
+// build targets generic x86-64, where the loop would convert two lanes at a time. Every clone adds
+// in the same order, so every clone gives the same bits.
+GRAFT_VECTOR_CLONES void add_rows_f32(const float* rows, int64_t stride, int64_t count, int64_t width, double* acc) {
+  add_rows(rows, stride, count, width, acc, [](float v) { return static_cast<double>(v); });
+}
+GRAFT_VECTOR_CLONES void add_rows_bf16(const uint16_t* rows, int64_t stride, int64_t count, int64_t width, double* acc) {
+  add_rows(rows, stride, count, width, acc, [](uint16_t b) { return static_cast<double>(half_bits::bf16_to_float(b)); });
 }
 
 // data: [len, n] row-major; out[j] = sum over r of data[r, j]. The inner loop runs along a

@@ -12,8 +12,9 @@
 //                             dv_j += p^T dout_i;  dp = dout_i v_j^T;  ds = p * (dp - D_i)
 //                             dq_i += scale * ds k_j;  dk_j += scale * ds^T q_i
 // Tile products go to oneDNN's sgemm when they are large enough to amortise its call, and to
-// plain loops otherwise (float64, and the tiny heads of small models). See sdpa_plan.h for the
-// operand geometry and the masked-row rule.
+// plain loops otherwise (float64, a decode step's rows). Up to 32 keys and heads up to 64 wide (a
+// ViT's 17 tokens) skip the tiles: whole batch matrices with their scores in registers ("Small
+// heads" below). See sdpa_plan.h for the operand geometry and the masked-row rule.
 // bfloat16/float16 are native: each task widens the rows it reads to float once, runs the same
 // float tiles (scores, online softmax and accumulators in float), and rounds each output element
 // once; lse is then float32 (sdpa_lse_dtype), as PyTorch's CPU kernel keeps its logsumexp.
@@ -21,6 +22,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -494,6 +496,400 @@ template <class S>
   }
 }
 
+// ---- Small heads: whole batch matrices, scores in registers ----
+//
+// Where the keys fit in two vectors (S <= 32) and heads are at most 64 wide (the ViT: 17 tokens,
+// heads of 16), the tiles above spend more on packing, dispatch and the online softmax's
+// bookkeeping than on products (at 64 keys, the baby GPT's, the tiles measured faster). A task then owns whole batch matrices: its operands are widened
+// once into zero-padded float buffers (K and V also transposed), and each group of R query rows
+// keeps its scores, NS vectors of 16 keys, in registers from the product to the probabilities:
+//   forward, R rows at a time:   s = scale * q K^T + bias                         [R, Sp]  (Sp = 16 NS)
+//                                p = exp(s - rowmax s);  l = rowsum p
+//                                out = (p V) / l;  lse = rowmax s + log l
+//   backward, R rows at a time:  p = exp(s - lse);  dp = dout V^T
+//                                ds = scale * p * (dp - rowsum(dout * out))
+//                                dq = ds K;  dk += ds^T q;  dv += p^T dout
+// `bias` carries the mask, causality and the padding lanes (j >= S) as one additive row per query
+// (one row shared by all queries when there is neither mask nor causality): -inf marks a key the
+// query may not see, and replaces the score rather than adding to it. The softmax sees the whole
+// row at once, so it needs no running max.
+constexpr int64_t kSmallKeys = 32, kSmallWidth = 64;
+
+// One batch matrix in float buffers. Widths are padded to Wp = 16 NW lanes, keys to Sp = 16 NS,
+// and query rows to Lp, a multiple of R; the padding is zero except in bias (-inf).
+struct SmallHead {
+  int64_t L = 0, S = 0, E = 0, Ev = 0;
+  float scale = 1;
+  const float* q = nullptr;     // [Lp, Wp]
+  const float* kt = nullptr;    // [E, Sp]   K^T
+  const float* k = nullptr;     // [S, Wp]   backward
+  const float* v = nullptr;     // [S, Wp]   forward
+  const float* vt = nullptr;    // [Ev, Sp]  V^T, backward
+  const float* bias = nullptr;  // [Lp, Sp], or one row when bias_rs = 0
+  int64_t bias_rs = 0;
+  float* out = nullptr;         // [Lp, Wp]  forward
+  float* lse = nullptr;         // [Lp]      forward writes it, backward reads it (-inf in padding rows)
+  const float* o = nullptr;     // [Lp, Wp]  backward
+  const float* dout = nullptr;  // [Lp, Wp]  backward
+  float *dq = nullptr, *dk = nullptr, *dv = nullptr;  // [Lp, Wp], [S, Wp], [S, Wp]
+  float *p = nullptr, *ds = nullptr;                  // [R, Sp] scratch
+};
+
+// Query rows per group: R x NS score vectors (twice that in the backward) stay in registers.
+constexpr int kSmallRows = 4;
+
+GRAFT_VEC_INLINE float lane_max(vec_math::f32x16 v) {
+  using namespace vec_math;
+  f32x8 h0 = __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7);
+  f32x8 h1 = __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15);
+  f32x8 h = h0 > h1 ? h0 : h1;
+  f32x4 q0 = __builtin_shufflevector(h, h, 0, 1, 2, 3), q1 = __builtin_shufflevector(h, h, 4, 5, 6, 7);
+  f32x4 q = q0 > q1 ? q0 : q1;
+  return std::max(std::max(q[0], q[1]), std::max(q[2], q[3]));
+}
+
+// s[r] = scale * q_r K^T + bias_r for the R query rows from i0; into dp[r] = dout_r V^T when DP.
+template <int NS, int NW, int R, bool DP>
+GRAFT_VEC_INLINE void small_scores(const SmallHead& h, int64_t i0, vec_math::f32x16 (&s)[R][NS],
+                                   vec_math::f32x16 (&dp)[R][NS]) {
+  using namespace vec_math;
+  constexpr int64_t Sp = kLanes * NS, Wp = kLanes * NW;
+  const f32x16 ninf = splat<f32x16>(-std::numeric_limits<float>::infinity());
+  for (int r = 0; r < R; ++r)
+    for (int n = 0; n < NS; ++n) s[r][n] = dp[r][n] = f32x16{};
+  for (int64_t e = 0; e < h.E; ++e) {
+    f32x16 kv[NS];
+    for (int n = 0; n < NS; ++n) kv[n] = load(h.kt + e * Sp + n * kLanes);
+    for (int r = 0; r < R; ++r) {
+      const float qe = h.q[(i0 + r) * Wp + e];
+      for (int n = 0; n < NS; ++n) s[r][n] += qe * kv[n];
+    }
+  }
+  if constexpr (DP) {
+    for (int64_t e = 0; e < h.Ev; ++e) {
+      f32x16 vv[NS];
+      for (int n = 0; n < NS; ++n) vv[n] = load(h.vt + e * Sp + n * kLanes);
+      for (int r = 0; r < R; ++r) {
+        const float de = h.dout[(i0 + r) * Wp + e];
+        for (int n = 0; n < NS; ++n) dp[r][n] += de * vv[n];
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    const float* b = h.bias + (i0 + r) * h.bias_rs;
+    for (int n = 0; n < NS; ++n) {
+      const f32x16 bn = load(b + n * kLanes);
+      s[r][n] = bn == ninf ? ninf : s[r][n] * h.scale + bn;
+    }
+  }
+}
+
+template <int NS, int NW>
+GRAFT_VEC_INLINE void small_forward(const SmallHead& h) {
+  using namespace vec_math;
+  constexpr int R = kSmallRows;
+  constexpr int64_t Sp = kLanes * NS, Wp = kLanes * NW;
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  for (int64_t i0 = 0; i0 < h.L; i0 += R) {
+    f32x16 s[R][NS], no_dp[R][NS];
+    small_scores<NS, NW, R, false>(h, i0, s, no_dp);
+    float m[R], l[R];
+    for (int r = 0; r < R; ++r) {
+      f32x16 mx = s[r][0];
+      for (int n = 1; n < NS; ++n) mx = s[r][n] > mx ? s[r][n] : mx;
+      m[r] = lane_max(mx);
+      f32x16 sum = {};
+      for (int n = 0; n < NS; ++n) {
+        // A row with no visible key (m = -inf) gets p = 0 rather than exp(-inf + inf).
+        const f32x16 e = m[r] == kNegInf ? f32x16{} : exp(s[r][n] - m[r]);
+        store(h.p + r * Sp + n * kLanes, e);
+        sum += e;
+      }
+      l[r] = lane_sum(sum);
+    }
+    // out = p V: one broadcast probability per key and row against the key's value row.
+    f32x16 acc[R][NW] = {};
+    for (int64_t j = 0; j < h.S; ++j) {
+      f32x16 vj[NW];
+      for (int w = 0; w < NW; ++w) vj[w] = load(h.v + j * Wp + w * kLanes);
+      for (int r = 0; r < R; ++r) {
+        const float pj = h.p[r * Sp + j];
+        for (int w = 0; w < NW; ++w) acc[r][w] += pj * vj[w];
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
+      for (int w = 0; w < NW; ++w) store(h.out + (i0 + r) * Wp + w * kLanes, acc[r][w] * inv);
+      h.lse[i0 + r] = l[r] > 0.0f ? m[r] + std::log(l[r]) : kNegInf;
+    }
+  }
+}
+
+template <int NS, int NW>
+GRAFT_VEC_INLINE void small_backward(const SmallHead& h) {
+  using namespace vec_math;
+  constexpr int R = kSmallRows;
+  constexpr int64_t Sp = kLanes * NS, Wp = kLanes * NW;
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  std::fill(h.dk, h.dk + h.S * Wp, 0.0f);
+  std::fill(h.dv, h.dv + h.S * Wp, 0.0f);
+  for (int64_t i0 = 0; i0 < h.L; i0 += R) {
+    f32x16 s[R][NS], dp[R][NS];
+    small_scores<NS, NW, R, true>(h, i0, s, dp);
+    for (int r = 0; r < R; ++r) {
+      const float li = h.lse[i0 + r];  // -inf: a fully masked row or padding, no gradient
+      f32x16 dsum = {};
+      for (int w = 0; w < NW; ++w)
+        dsum += load(h.dout + (i0 + r) * Wp + w * kLanes) * load(h.o + (i0 + r) * Wp + w * kLanes);
+      const float D = lane_sum(dsum);
+      for (int n = 0; n < NS; ++n) {
+        const f32x16 p = li == kNegInf ? f32x16{} : exp(s[r][n] - li);
+        store(h.p + r * Sp + n * kLanes, p);
+        store(h.ds + r * Sp + n * kLanes, h.scale * (p * (dp[r][n] - D)));
+      }
+    }
+    // dq_r = ds_r K
+    f32x16 dq[R][NW] = {};
+    for (int64_t j = 0; j < h.S; ++j) {
+      f32x16 kj[NW];
+      for (int w = 0; w < NW; ++w) kj[w] = load(h.k + j * Wp + w * kLanes);
+      for (int r = 0; r < R; ++r) {
+        const float dsj = h.ds[r * Sp + j];
+        for (int w = 0; w < NW; ++w) dq[r][w] += dsj * kj[w];
+      }
+    }
+    for (int r = 0; r < R; ++r)
+      for (int w = 0; w < NW; ++w) store(h.dq + (i0 + r) * Wp + w * kLanes, dq[r][w]);
+    // dk_j += sum_r ds_rj q_r;  dv_j += sum_r p_rj dout_r
+    f32x16 qr[R][NW], dor[R][NW];
+    for (int r = 0; r < R; ++r)
+      for (int w = 0; w < NW; ++w) {
+        qr[r][w] = load(h.q + (i0 + r) * Wp + w * kLanes);
+        dor[r][w] = load(h.dout + (i0 + r) * Wp + w * kLanes);
+      }
+    for (int64_t j = 0; j < h.S; ++j) {
+      for (int w = 0; w < NW; ++w) {
+        f32x16 a = load(h.dk + j * Wp + w * kLanes), c = load(h.dv + j * Wp + w * kLanes);
+        for (int r = 0; r < R; ++r) {
+          a += h.ds[r * Sp + j] * qr[r][w];
+          c += h.p[r * Sp + j] * dor[r][w];
+        }
+        store(h.dk + j * Wp + w * kLanes, a);
+        store(h.dv + j * Wp + w * kLanes, c);
+      }
+    }
+  }
+}
+
+// NS takes 1 or 2, NW 1, 2 or 4 (3 runs as 4): six shapes per direction, each with its own registers.
+constexpr int small_vectors(int64_t n) {
+  const int64_t v = (n + vec_math::kLanes - 1) / vec_math::kLanes;
+  return v <= 1 ? 1 : v == 2 ? 2 : 4;
+}
+template <int NS, int NW, bool kForward>
+GRAFT_VEC_INLINE void small_run(const SmallHead& h) {
+  if constexpr (kForward) small_forward<NS, NW>(h);
+  else small_backward<NS, NW>(h);
+}
+// (A lambda here would be compiled for generic x86-64, outside the clones.)
+template <int NS, bool kForward>
+GRAFT_VEC_INLINE void small_dispatch_nw(const SmallHead& h, int nw) {
+  if (nw == 1) small_run<NS, 1, kForward>(h);
+  else if (nw == 2) small_run<NS, 2, kForward>(h);
+  else small_run<NS, 4, kForward>(h);
+}
+template <bool kForward>
+GRAFT_VEC_INLINE void small_dispatch(const SmallHead& h, int ns, int nw) {
+  if (ns == 1) small_dispatch_nw<1, kForward>(h, nw);
+  else small_dispatch_nw<2, kForward>(h, nw);
+}
+GRAFT_VECTOR_CLONES void small_forward_kernel(const SmallHead& h, int ns, int nw) { small_dispatch<true>(h, ns, nw); }
+GRAFT_VECTOR_CLONES void small_backward_kernel(const SmallHead& h, int ns, int nw) {
+  small_dispatch<false>(h, ns, nw);
+}
+
+// Whether the small-heads kernels take this geometry (callers compute in float: float32 and the
+// 16-bit dtypes).
+bool small_heads(const SdpaGeometry& g) {
+  return g.S <= kSmallKeys && g.E <= kSmallWidth && g.Ev <= kSmallWidth && g.S > 0;
+}
+
+// A thread's buffers for small heads, and the widening of one batch matrix's operands into them.
+template <class S>
+struct SmallBuffers {
+  int ns, nw, R;
+  int64_t Sp, Wp, Lp;
+  std::vector<float> q, kt, k, v, vt, bias, out, lse, o, dout, dq, dk, dv, p, ds;
+  explicit SmallBuffers(const SdpaGeometry& g)
+      : ns(small_vectors(g.S)), nw(small_vectors(std::max(g.E, g.Ev))), R(kSmallRows),
+        Sp(vec_math::kLanes * ns), Wp(vec_math::kLanes * nw), Lp((g.L + R - 1) / R * R) {}
+  static void zeros(std::vector<float>& b, int64_t n) { b.assign(static_cast<size_t>(n), 0.0f); }
+  // The row conversions are inline loops, vectorised in each clone of the tasks below: a library
+  // call per 16-float row costs as much as the row's products. float16 rows, rare on a CPU, go
+  // through the F16C converters.
+  GRAFT_VEC_INLINE static void widen(const S* src, float* dst, int64_t n) {
+    if constexpr (std::is_same_v<S, float>) {
+      for (int64_t c = 0; c < n; ++c) dst[c] = src[c];
+    } else if constexpr (std::is_same_v<S, BFloat16>) {
+      for (int64_t c = 0; c < n; ++c) dst[c] = half_bits::bf16_to_float(src[c].x);
+    } else {
+      to_float(src, dst, n);
+    }
+  }
+  GRAFT_VEC_INLINE static void narrow(const float* src, S* dst, int64_t n) {
+    if constexpr (std::is_same_v<S, float>) {
+      for (int64_t c = 0; c < n; ++c) dst[c] = src[c];
+    } else {
+      from_float(src, dst, n);
+    }
+  }
+  // rows [rows, n] (stride rs) into dst [rows, Wp]
+  GRAFT_VEC_INLINE void widen_rows(const S* src, int64_t rs, int64_t rows, int64_t n, float* dst) const {
+    for (int64_t r = 0; r < rows; ++r) widen(src + r * rs, dst + r * Wp, n);
+  }
+  // Asks for the rows of the next batch matrix while this one computes: heads are narrow column
+  // blocks of wider rows (a fused qkv projection), one cache line per row, which the hardware's
+  // stride prefetcher does not follow across heads.
+  GRAFT_VEC_INLINE static void prefetch_rows(const S* src, int64_t rs, int64_t rows, int64_t n) {
+    const int64_t bytes = n * static_cast<int64_t>(sizeof(S));
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t off = 0; off < bytes; off += 64) __builtin_prefetch(reinterpret_cast<const char*>(src + r * rs) + off);
+  }
+  // dst [n, Sp] = src [rows, Wp]^T over the first n columns
+  GRAFT_VEC_INLINE void transpose(const float* src, int64_t rows, int64_t n, float* dst) const {
+    for (int64_t c = 0; c < n; ++c)
+      for (int64_t r = 0; r < rows; ++r) dst[c * Sp + r] = src[r * Wp + c];
+  }
+  GRAFT_VEC_INLINE void store_rows(const float* src, int64_t rows, int64_t n, S* dst, int64_t rs) const {
+    for (int64_t r = 0; r < rows; ++r) narrow(src + r * Wp, dst + r * rs, n);
+  }
+  // The bias rows of batch matrix b: the mask (RowMask's -inf and additive values), causality,
+  // and -inf over the padding lanes; one shared row when neither mask nor causality applies.
+  template <class M>
+  int64_t fill_bias(const SdpaGeometry& g, const RowMask<float, M>& rm) {
+    constexpr float ninf = -std::numeric_limits<float>::infinity();
+    const bool per_row = rm.kind != SdpaMask::None || rm.causal;
+    const int64_t rows = per_row ? Lp : 1;
+    bias.resize(static_cast<size_t>(rows * Sp));
+    for (int64_t i = 0; i < rows; ++i) {
+      float* b = bias.data() + i * Sp;
+      std::fill(b, b + g.S, 0.0f);
+      std::fill(b + g.S, b + Sp, ninf);
+      if (per_row && i < g.L) rm.apply(b, i, 0, g.S);
+    }
+    return per_row ? Sp : 0;
+  }
+};
+
+template <class S>
+GRAFT_VEC_INLINE void small_forward_tasks(const FlashArgs<float, S>& a, int64_t b0, int64_t b1) {
+  const SdpaGeometry& g = *a.g;
+  SmallBuffers<S> w(g);
+  const int64_t Wp = w.Wp, Sp = w.Sp, Lp = w.Lp;
+  w.zeros(w.q, Lp * Wp);
+  w.zeros(w.kt, g.E * Sp);
+  w.zeros(w.k, g.S * Wp);
+  w.zeros(w.v, g.S * Wp);
+  w.zeros(w.out, Lp * Wp);
+  w.zeros(w.lse, Lp);
+  w.zeros(w.p, w.R * Sp);
+  SmallHead h{.L = g.L, .S = g.S, .E = g.E, .Ev = g.Ev, .scale = a.scale, .q = w.q.data(), .kt = w.kt.data(),
+              .v = w.v.data(), .out = w.out.data(), .lse = w.lse.data(), .p = w.p.data()};
+  bool shared_bias = false;
+  for (int64_t b = b0; b < b1; ++b) {
+    const size_t bi = static_cast<size_t>(b);
+    if (b + 1 < b1) {
+      const size_t nx = bi + 1;
+      w.prefetch_rows(a.q + g.q_off[nx], g.q_rs, g.L, g.E);
+      w.prefetch_rows(a.k + g.k_off[nx], g.k_rs, g.S, g.E);
+      w.prefetch_rows(a.v + g.v_off[nx], g.v_rs, g.S, g.Ev);
+    }
+    w.widen_rows(a.q + g.q_off[bi], g.q_rs, g.L, g.E, w.q.data());
+    w.widen_rows(a.k + g.k_off[bi], g.k_rs, g.S, g.E, w.k.data());
+    w.transpose(w.k.data(), g.S, g.E, w.kt.data());
+    w.widen_rows(a.v + g.v_off[bi], g.v_rs, g.S, g.Ev, w.v.data());
+    if (!shared_bias) {
+      h.bias_rs = w.fill_bias(g, row_mask<float, S>(g, *a.mask, a.causal, b));
+      shared_bias = h.bias_rs == 0;
+    }
+    h.bias = w.bias.data();
+    small_forward_kernel(h, w.ns, w.nw);
+    w.store_rows(w.out.data(), g.L, g.Ev, a.out_w + a.o_off[b], a.o_rs);
+    std::copy(w.lse.begin(), w.lse.begin() + g.L, a.lse_w + b * g.L);
+  }
+}
+
+template <class S>
+GRAFT_VEC_INLINE void small_backward_tasks(const FlashArgs<float, S>& a, int64_t b0, int64_t b1) {
+  const SdpaGeometry& g = *a.g;
+  SmallBuffers<S> w(g);
+  const int64_t Wp = w.Wp, Sp = w.Sp, Lp = w.Lp;
+  w.zeros(w.q, Lp * Wp);
+  w.zeros(w.kt, g.E * Sp);
+  w.zeros(w.k, g.S * Wp);
+  w.zeros(w.vt, g.Ev * Sp);
+  w.zeros(w.v, g.S * Wp);
+  w.zeros(w.o, Lp * Wp);
+  w.zeros(w.dout, Lp * Wp);
+  w.zeros(w.dq, Lp * Wp);
+  w.zeros(w.dk, g.S * Wp);
+  w.zeros(w.dv, g.S * Wp);
+  w.zeros(w.p, w.R * Sp);
+  w.zeros(w.ds, w.R * Sp);
+  w.lse.assign(static_cast<size_t>(Lp), -std::numeric_limits<float>::infinity());
+  SmallHead h{.L = g.L, .S = g.S, .E = g.E, .Ev = g.Ev, .scale = a.scale, .q = w.q.data(), .kt = w.kt.data(),
+              .k = w.k.data(), .vt = w.vt.data(), .lse = w.lse.data(), .o = w.o.data(), .dout = w.dout.data(),
+              .dq = w.dq.data(), .dk = w.dk.data(), .dv = w.dv.data(), .p = w.p.data(), .ds = w.ds.data()};
+  bool shared_bias = false;
+  for (int64_t b = b0; b < b1; ++b) {
+    const size_t bi = static_cast<size_t>(b);
+    if (b + 1 < b1) {
+      const size_t nx = bi + 1;
+      w.prefetch_rows(a.q + g.q_off[nx], g.q_rs, g.L, g.E);
+      w.prefetch_rows(a.k + g.k_off[nx], g.k_rs, g.S, g.E);
+      w.prefetch_rows(a.v + g.v_off[nx], g.v_rs, g.S, g.Ev);
+      w.prefetch_rows(a.out + a.o_off[b + 1], a.o_rs, g.L, g.Ev);
+      w.prefetch_rows(a.dout + a.do_off[b + 1], a.do_rs, g.L, g.Ev);
+    }
+    w.widen_rows(a.q + g.q_off[bi], g.q_rs, g.L, g.E, w.q.data());
+    w.widen_rows(a.k + g.k_off[bi], g.k_rs, g.S, g.E, w.k.data());
+    w.transpose(w.k.data(), g.S, g.E, w.kt.data());
+    w.widen_rows(a.v + g.v_off[bi], g.v_rs, g.S, g.Ev, w.v.data());
+    w.transpose(w.v.data(), g.S, g.Ev, w.vt.data());
+    w.widen_rows(a.out + a.o_off[b], a.o_rs, g.L, g.Ev, w.o.data());
+    w.widen_rows(a.dout + a.do_off[b], a.do_rs, g.L, g.Ev, w.dout.data());
+    std::copy(a.lse + b * g.L, a.lse + (b + 1) * g.L, w.lse.begin());
+    if (!shared_bias) {
+      h.bias_rs = w.fill_bias(g, row_mask<float, S>(g, *a.mask, a.causal, b));
+      shared_bias = h.bias_rs == 0;
+    }
+    h.bias = w.bias.data();
+    small_backward_kernel(h, w.ns, w.nw);
+    w.store_rows(w.dq.data(), g.L, g.E, a.dq + a.dq_off[b], a.dq_rs);
+    w.store_rows(w.dk.data(), g.S, g.E, a.dk + a.dk_off[b], a.dk_rs);
+    w.store_rows(w.dv.data(), g.S, g.Ev, a.dv + a.dv_off[b], a.dv_rs);
+  }
+}
+
+// Each dtype's small-head tasks in clones, so the row conversions vectorise.
+#define GRAFT_SMALL_TASKS(name, S)                                                                  \
+  GRAFT_VECTOR_CLONES void small_forward_##name(const FlashArgs<float, S>& a, int64_t b0, int64_t b1) { \
+    small_forward_tasks<S>(a, b0, b1);                                                              \
+  }                                                                                                 \
+  GRAFT_VECTOR_CLONES void small_backward_##name(const FlashArgs<float, S>& a, int64_t b0, int64_t b1) { \
+    small_backward_tasks<S>(a, b0, b1);                                                             \
+  }
+GRAFT_SMALL_TASKS(f32, float)
+GRAFT_SMALL_TASKS(bf16, BFloat16)
+GRAFT_SMALL_TASKS(f16, Half)
+#undef GRAFT_SMALL_TASKS
+template <class S>
+void run_small_tasks(bool forward, const FlashArgs<float, S>& a, int64_t b0, int64_t b1) {
+  if constexpr (std::is_same_v<S, BFloat16>) forward ? small_forward_bf16(a, b0, b1) : small_backward_bf16(a, b0, b1);
+  else if constexpr (std::is_same_v<S, Half>) forward ? small_forward_f16(a, b0, b1) : small_backward_f16(a, b0, b1);
+  else forward ? small_forward_f32(a, b0, b1) : small_backward_f32(a, b0, b1);
+}
+
 // float32 (and the 16-bit dtypes, which compute in float) get AVX2/AVX-512 clones of the task
 // loops (the tile loops and vec_math inline into them).
 GRAFT_VECTOR_CLONES void forward_tasks_f32(const FlashArgs<float>& a, int64_t t0, int64_t t1) {
@@ -571,6 +967,12 @@ std::vector<Tensor> sdpa_flash_cpu(const Tensor& q0, const Tensor& k0, const Ten
     a.lse_w = static_cast<T*>(lse.data_ptr());
     a.o_off = o_off.data();
     a.o_rs = out.dim() >= 2 ? out.stride(-2) : 0;
+    if constexpr (std::is_same_v<T, float>) {
+      if (small_heads(g)) {
+        parallel_for(0, g.B, 1, [&](int64_t b0, int64_t b1) { run_small_tasks(true, a, b0, b1); });
+        return;
+      }
+    }
     const int64_t tiles = (g.L + kBr - 1) / kBr;
     parallel_for(0, g.B * tiles, 1, [&](int64_t t0, int64_t t1) { run_forward_tasks(a, t0, t1); });
   });
@@ -618,6 +1020,12 @@ std::vector<Tensor> sdpa_flash_backward_cpu(const Tensor& grad_out, const Tensor
     a.dq_rs = dq.stride(-2);
     a.dk_rs = dk.stride(-2);
     a.dv_rs = dv.stride(-2);
+    if constexpr (std::is_same_v<T, float>) {
+      if (small_heads(g)) {
+        parallel_for(0, g.B, 1, [&](int64_t b0, int64_t b1) { run_small_tasks(false, a, b0, b1); });
+        return;
+      }
+    }
     parallel_for(0, g.B, 1, [&](int64_t b0, int64_t b1) { run_backward_tasks(a, b0, b1); });
   });
   return {dq, dk, dv};

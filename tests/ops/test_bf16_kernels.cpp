@@ -399,12 +399,13 @@ TEST_CASE("sum of a channels-last bf16/f16 tensor over N, H, W equals the float3
 // which is the same kernel's), and lse is float32 (as PyTorch's CPU kernel) and equal to float's.
 TEST_CASE("_sdpa_flash and its backward in bf16/f16 are float32's on the same values, rounded once") {
   for (DType dt : kLowDtypes) {
-    for (bool causal : {false, true}) {
-      INFO("dtype " << dt << (causal ? " causal" : ""));
-      // Heads read from [N, L, H, D] views (MultiheadAttention's layout), L > one 64-row tile.
-      auto q = rand_pair({2, 70, 3, 16}, dt), k = rand_pair({2, 70, 3, 16}, dt), v = rand_pair({2, 70, 3, 8}, dt);
+    // L > one 64-row tile, and the ViT's 17 tokens (the small-heads kernels).
+    for (auto [L, causal] : std::vector<std::pair<int64_t, bool>>{{70, false}, {70, true}, {17, false}, {17, true}}) {
+      INFO("dtype " << dt << ", L " << L << (causal ? " causal" : ""));
+      // Heads read from [N, L, H, D] views (MultiheadAttention's layout).
+      auto q = rand_pair({2, L, 3, 16}, dt), k = rand_pair({2, L, 3, 16}, dt), v = rand_pair({2, L, 3, 8}, dt);
       auto heads = [](const Tensor& t) { return t.transpose(1, 2); };
-      Tensor add_mask = (randn({70, 70}) * 0.5).to(dt);
+      Tensor add_mask = (randn({L, L}) * 0.5).to(dt);
       for (bool masked : {false, true}) {
         Tensor ml = masked ? add_mask : Tensor(), mf = masked ? add_mask.to(kFloat32) : Tensor();
         auto lo = ops::_sdpa_flash(heads(q.low), heads(k.low), heads(v.low), ml, causal, 0.25);

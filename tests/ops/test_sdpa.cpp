@@ -55,7 +55,10 @@ TEST_CASE("fused attention matches the composed reference for every mask kind, i
     double tol = dt == kFloat64 ? 1e-12 : 2e-5;
     // Odd sizes cross the 64-row and 128-key tiles with ragged ends.
     // One or two query rows (a decode step) take the unpacked tile products.
-    for (auto [L, S] : std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {1, 40}, {2, 150}, {5, 7}, {70, 37}, {130, 200}}) {
+    // Up to 32 keys take the small-heads kernels (float32; float64 always tiles): 17 x 17 is the
+    // ViT's, 9 x 32 fills two key vectors exactly, and both leave a ragged group of query rows.
+    for (auto [L, S] : std::vector<std::pair<int64_t, int64_t>>{
+             {1, 1}, {1, 40}, {2, 150}, {5, 7}, {17, 17}, {9, 32}, {70, 37}, {130, 200}}) {
       INFO("dtype " << dt << ", L " << L << ", S " << S);
       manual_seed(static_cast<uint64_t>(L * 1000 + S));
       const int64_t E = 24, Ev = 20;
@@ -94,6 +97,19 @@ TEST_CASE("fused attention matches the composed reference for every mask kind, i
         INFO("explicit scale");
         check_same(run(SdpaBackend::Flash, q, k, v, {}, false, 0.05), run(SdpaBackend::Math, q, k, v, {}, false, 0.05), tol);
       }
+    }
+  }
+}
+
+TEST_CASE("fused attention's small-heads kernels take every head width up to 64") {
+  // Widths pad to 16, 32 or 64 lanes (48 runs as 64); keys to 16 or 32.
+  for (auto [E, Ev] : std::vector<std::pair<int64_t, int64_t>>{{16, 16}, {40, 8}, {64, 33}, {3, 64}}) {
+    for (int64_t S : {4, 17, 32}) {
+      INFO("E " << E << ", Ev " << Ev << ", S " << S);
+      manual_seed(static_cast<uint64_t>(E * 100 + S));
+      Tensor q = randn({2, 2, 11, E}), k = randn({2, 2, S, E}), v = randn({2, 2, S, Ev});
+      check_same(run(SdpaBackend::Flash, q, k, v, {}, false), run(SdpaBackend::Math, q, k, v, {}, false), 2e-5);
+      check_same(run(SdpaBackend::Flash, q, k, v, {}, true), run(SdpaBackend::Math, q, k, v, {}, true), 2e-5);
     }
   }
 }

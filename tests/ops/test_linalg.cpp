@@ -145,6 +145,35 @@ TEST_CASE("matmul broadcasts batch dimensions like [2,1,3,4] x [5,4,2] -> [2,5,3
   }
 }
 
+TEST_CASE("matmul folds a batch against one matrix into one product only where one stride walks the rows") {
+  // [*, n, k] @ [k, m] (linear's input gradient) runs as one [* n, k] @ [k, m] product when a's
+  // batch and rows are one strided run; otherwise batched. Both must give the batched values.
+  for (DType dt : {kFloat32, kFloat64, kBFloat16}) {
+    INFO("dtype " << dt);
+    const Tolerance tol = Tolerance::within(dt == kFloat64 ? 1e-12 : dt == kFloat32 ? 1e-5 : 2e-2);
+    Tensor b = randn({6, 2}, dtype(dt)), bt = randn({2, 6}, dtype(dt)).t(), b1 = randn({1, 6, 2}, dtype(dt));
+    std::vector<std::pair<const char*, Tensor>> lhs{
+        {"contiguous [4, 5, 3, 6]", randn({4, 5, 3, 6}, dtype(dt))},
+        {"every other row (row stride 12, batch stride 36)", ops::slice(randn({4, 6, 6}, dtype(dt)), 1, 0, 6, 2)},
+        {"batch dims permuted (no single stride)", randn({3, 4, 6}, dtype(dt)).transpose(0, 1)},
+        {"an expanded batch (stride 0)", ops::expand(randn({1, 3, 6}, dtype(dt)), {5, 3, 6})},
+        {"column-major matrices", randn({4, 6, 3}, dtype(dt)).transpose(1, 2)}};
+    for (auto& [what, a] : lhs) {
+      INFO(what);
+      const int64_t n = a.size(-2), B = a.numel() / (n * 6);
+      Tensor af = ops::to_dtype(a, kFloat64).contiguous();
+      for (const Tensor& rhs : {b, bt, b1}) {
+        Tensor c = ops::matmul(a, rhs);
+        Shape want(a.sizes().begin(), a.sizes().end() - 1);
+        want.push_back(2);
+        CHECK(c.sizes() == want);
+        Tensor r = ops::expand(ops::to_dtype(rhs, kFloat64).reshape({6, 2}), {B, 6, 2});
+        check_close(c, ref_bmm(values(af), values(r), B, n, 6, 2), tol);
+      }
+    }
+  }
+}
+
 TEST_CASE("matmul reads expanded (stride 0) batch operands, including both sides expanded") {
   for (DType dt : {kFloat32, kFloat64}) {
     const Tolerance tol = Tolerance::within(dt == kFloat32 ? 1e-5 : 1e-12);

@@ -22,7 +22,8 @@ namespace kernels {
 template <class D, class S>
 inline D cast_value(S v) {
   constexpr bool s_floating = std::is_floating_point_v<S> || std::is_same_v<S, BFloat16> || std::is_same_v<S, Half>;
-  if constexpr (std::is_same_v<D, bool>) {
+  if constexpr (std::is_same_v<D, S>) return v;  // a copy keeps the bits (a 16-bit NaN's payload too)
+  else if constexpr (std::is_same_v<D, bool>) {
     if constexpr (std::is_same_v<S, BFloat16> || std::is_same_v<S, Half>) return static_cast<float>(v) != 0.0f;
     else return v != S(0);  // NaN is true, as PyTorch
   }
@@ -103,6 +104,45 @@ void strided_copy(const Tensor& dst, const Tensor& src, const Shape& src_strides
         parallel_for(0, rows, std::max<int64_t>(1, kGrainSize / inner), [&](int64_t b, int64_t e) {
           for (int64_t r = b; r < e; ++r)
             convert_run(d + rows_d[static_cast<size_t>(r)], s + rows_s[static_cast<size_t>(r)], inner);
+        });
+        return;
+      }
+      // A transpose: dst is dense along its last dim and src along another dim p (a channels-last
+      // tensor made row-major, x.t().contiguous()). Each [P, I] plane of those two dims is copied
+      // in 16 x 16 blocks, which keep both sides' cache lines in use, planes and blocks in parallel.
+      int64_t p = -1;
+      for (int64_t k = nd - 2; k >= 0 && inner > 1; --k)
+        if (src_strides[static_cast<size_t>(k)] == 1 && dst.size(k) > 1) {
+          p = k;
+          break;
+        }
+      if (p >= 0 && dst.stride(nd - 1) == 1) {
+        Shape outer, od_strides, os_strides;
+        for (int64_t k = 0; k < nd - 1; ++k)
+          if (k != p) {
+            outer.push_back(dst.size(k));
+            od_strides.push_back(dst.stride(k));
+            os_strides.push_back(src_strides[static_cast<size_t>(k)]);
+          }
+        std::vector<int64_t> planes_d, planes_s;
+        for_each_offset2(outer, od_strides, os_strides, [&](int64_t od, int64_t os) {
+          planes_d.push_back(od);
+          planes_s.push_back(os);
+        });
+        constexpr int64_t kBlock = 16;
+        const int64_t P = dst.size(p), dp = dst.stride(p), si = src_strides[static_cast<size_t>(nd - 1)];
+        const int64_t pb = (P + kBlock - 1) / kBlock, ib = (inner + kBlock - 1) / kBlock;
+        const int64_t tasks = static_cast<int64_t>(planes_d.size()) * pb * ib;
+        parallel_for(0, tasks, std::max<int64_t>(1, kGrainSize / (kBlock * kBlock)), [&](int64_t t0, int64_t t1) {
+          for (int64_t t = t0; t < t1; ++t) {
+            const size_t plane = static_cast<size_t>(t / (pb * ib));
+            const int64_t a0 = (t / ib) % pb * kBlock, b0 = t % ib * kBlock;
+            const int64_t a1 = std::min(P, a0 + kBlock), b1 = std::min(inner, b0 + kBlock);
+            D* dd = d + planes_d[plane];
+            const S* ss = s + planes_s[plane];
+            for (int64_t a = a0; a < a1; ++a)
+              for (int64_t b = b0; b < b1; ++b) dd[a * dp + b] = cast_value<D>(ss[a + b * si]);
+          }
         });
         return;
       }

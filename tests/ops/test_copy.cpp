@@ -213,6 +213,36 @@ TEST_CASE("strided copies whose last dim is dense on both sides convert row by r
   CHECK(ok);
 }
 
+TEST_CASE("transposing copies (channels-last made row-major) run by blocks, as element by element") {
+  // [N, C, H, W] stored NHWC: the row-major copy reads C densely and writes W densely, so it takes
+  // the blocked transpose; sizes are not multiples of the 16 x 16 blocks.
+  Tensor x = graft::randn({5, 37, 6, 9}).contiguous(MemoryFormat::ChannelsLast);
+  const float* raw = static_cast<const float*>(x.data_ptr());  // NHWC order
+  std::vector<float> xv(raw, raw + x.numel());
+  auto source = [&](size_t n, size_t c, size_t h, size_t w) { return xv[((n * 6 + h) * 9 + w) * 37 + c]; };
+  for (DType d : {kFloat32, kFloat64, kBFloat16, kInt32}) {
+    INFO(d);
+    Tensor src = x.to(d);
+    REQUIRE(src.is_contiguous(MemoryFormat::ChannelsLast));
+    std::vector<double> want_v;
+    for (size_t n = 0; n < 5; ++n)
+      for (size_t c = 0; c < 37; ++c)
+        for (size_t h = 0; h < 6; ++h)
+          for (size_t w = 0; w < 9; ++w) want_v.push_back(source(n, c, h, w));
+    // Same dtype (bits as they are), and cast on the way (to float64, then compared in float64).
+    CHECK(src.contiguous().to(kFloat64).to_vector<double>() == make(want_v, x.sizes()).to(d).to(kFloat64).to_vector<double>());
+    Tensor cast = graft::empty(x.sizes(), graft::dtype(kFloat64));
+    cast.copy_(src);
+    CHECK(cast.to_vector<double>() == make(want_v, x.sizes()).to(d).to(kFloat64).to_vector<double>());
+  }
+  // A bfloat16 NaN's payload survives a transposing copy (a copy is not a rounding).
+  Tensor nan_bits = graft::zeros({40, 33}, graft::dtype(kBFloat16));
+  nan_bits.fill_(1.0);
+  reinterpret_cast<uint16_t*>(nan_bits.data_ptr())[5] = 0x7F81;  // signalling-pattern NaN, low payload bit
+  Tensor t = nan_bits.t().contiguous();
+  CHECK(reinterpret_cast<const uint16_t*>(t.data_ptr())[5 * 40] == 0x7F81);
+}
+
 namespace {
 // from, from + 1, ... in `shape`.
 Tensor arange_from(double from, const Shape& shape, DType d = kFloat32) {

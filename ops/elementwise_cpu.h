@@ -97,9 +97,11 @@ template <> struct CpuFastPath<math::Gelu> {  // exact GELU in 16-lane vectors
 };
 template <> struct CpuFastPath<math::Relu> {  // 16-bit: a selection on the raw bits
   static Tensor run(const Tensor& self);
+  static Tensor run_inplace(const Tensor& self);
 };
 template <> struct CpuFastPath<math::ThresholdBackward> {  // 16-bit, threshold 0: likewise
   static Tensor run(const Tensor& grad, const Tensor& self, Scalar threshold);
+  static Tensor run_inplace(const Tensor& grad, const Tensor& self, Scalar threshold);  // into grad
 };
 template <> struct CpuFastPath<math::KeepWhere> {  // in place, self and keep in one layout: a bit mask
   static Tensor run_inplace(const Tensor& self, const Tensor& keep);

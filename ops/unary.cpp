@@ -234,27 +234,48 @@ const uint16_t* bits_of(const Tensor& t) { return static_cast<const uint16_t*>(t
 
 }  // namespace
 
-Tensor CpuFastPath<math::Relu>::run(const Tensor& x) {
-  if (!dense_16_layout(x)) return Tensor();
+namespace {
+// relu into y (a new tensor in x's layout, or x itself: each element is read before it is written).
+Tensor relu_bits_into(const Tensor& x, const Tensor& y) {
   const BitsUnary f = x.dtype() == kBFloat16 ? pick_relu<kBf16Inf, kBf16Qnan>() : pick_relu<kF16Inf, kF16Qnan>();
-  Tensor y = new_tensor_in_format(x, MemoryFormat::Preserve);
   const uint16_t* xp = bits_of(x);
   uint16_t* yp = static_cast<uint16_t*>(y.data_ptr());
   parallel_for(0, x.numel(), kGrainSize, [&](int64_t b, int64_t e) { f(xp + b, yp + b, e - b); });
   return y;
 }
-
-Tensor CpuFastPath<math::ThresholdBackward>::run(const Tensor& grad, const Tensor& x, Scalar threshold) {
-  if (!dense_16_layout(x) || !dense_16_layout(grad) || grad.dtype() != x.dtype() || grad.sizes() != x.sizes() ||
-      grad.strides() != x.strides() || threshold.to_double() != 0.0)
-    return Tensor();
+bool threshold_bits_apply(const Tensor& grad, const Tensor& x, Scalar threshold) {
+  return dense_16_layout(x) && dense_16_layout(grad) && grad.dtype() == x.dtype() && grad.sizes() == x.sizes() &&
+         grad.strides() == x.strides() && threshold.to_double() == 0.0;
+}
+// threshold_backward(grad, x, 0) into y (new, or grad itself).
+Tensor threshold_bits_into(const Tensor& grad, const Tensor& x, const Tensor& y) {
   const BitsBinary f = x.dtype() == kBFloat16 ? pick_threshold_backward<kBf16Inf, kBf16Qnan>()
                                               : pick_threshold_backward<kF16Inf, kF16Qnan>();
-  Tensor y = new_tensor_in_format(x, MemoryFormat::Preserve);
   const uint16_t *gp = bits_of(grad), *xp = bits_of(x);
   uint16_t* yp = static_cast<uint16_t*>(y.data_ptr());
   parallel_for(0, x.numel(), kGrainSize, [&](int64_t b, int64_t e) { f(gp + b, xp + b, yp + b, e - b); });
   return y;
+}
+}  // namespace
+
+Tensor CpuFastPath<math::Relu>::run(const Tensor& x) {
+  if (!dense_16_layout(x)) return Tensor();
+  return relu_bits_into(x, new_tensor_in_format(x, MemoryFormat::Preserve));
+}
+Tensor CpuFastPath<math::Relu>::run_inplace(const Tensor& self) {
+  return dense_16_layout(self) ? relu_bits_into(self, self) : Tensor();
+}
+
+Tensor CpuFastPath<math::ThresholdBackward>::run(const Tensor& grad, const Tensor& x, Scalar threshold) {
+  if (!threshold_bits_apply(grad, x, threshold)) return Tensor();
+  return threshold_bits_into(grad, x, new_tensor_in_format(x, MemoryFormat::Preserve));
+}
+// In place on the incoming gradient (relu's rule when it holds the only reference to it). An x that
+// shares grad's memory other than element for element is left to the general path and its checks.
+Tensor CpuFastPath<math::ThresholdBackward>::run_inplace(const Tensor& grad, const Tensor& x, Scalar threshold) {
+  if (!threshold_bits_apply(grad, x, threshold) || (x.is_alias_of(grad) && x.data_ptr() != grad.data_ptr()))
+    return Tensor();
+  return threshold_bits_into(grad, x, grad);
 }
 
 // _keep_where_(self, keep): self &= keep ? all ones : 0, on the raw bits. The select the functor

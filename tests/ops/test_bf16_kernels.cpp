@@ -466,6 +466,18 @@ TEST_CASE("16-bit relu and threshold_backward equal float32's result rounded, on
       same_bits(r, ops::relu(xs.to(kFloat32)));
       same_bits(ops::threshold_backward(gs, xs, 0), ops::threshold_backward(gs.to(kFloat32), xs.to(kFloat32), 0));
       same_bits(ops::threshold_backward(gs, xs, 0.5), ops::threshold_backward(gs.to(kFloat32), xs.to(kFloat32), 0.5));
+      // The in-place forms (the CNN's relu_ after a convolution, relu's rule on its own gradient)
+      // give the same bits and write into self.
+      Tensor xi = xs.clone(cl ? MemoryFormat::ChannelsLast : MemoryFormat::Contiguous);
+      const void* at = xi.data_ptr();
+      same_bits(ops::relu_(xi), ops::relu(xs.to(kFloat32)));
+      CHECK(xi.data_ptr() == at);
+      Tensor gi = gs.clone(cl ? MemoryFormat::ChannelsLast : MemoryFormat::Contiguous);
+      same_bits(ops::threshold_backward_(gi, xs, 0), ops::threshold_backward(gs.to(kFloat32), xs.to(kFloat32), 0));
+      same_bits(gi, ops::threshold_backward(gs.to(kFloat32), xs.to(kFloat32), 0));
+      // grad and x one tensor: each element is read before it is written.
+      Tensor self = xs.clone(cl ? MemoryFormat::ChannelsLast : MemoryFormat::Contiguous);
+      same_bits(ops::threshold_backward_(self, self, 0), ops::threshold_backward(xs.to(kFloat32), xs.to(kFloat32), 0));
     }
   }
 }

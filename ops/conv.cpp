@@ -32,6 +32,7 @@
 #include "ops/cpu_kernels.h"
 #include "ops/cpu_parts.h"
 #include "ops/dnnl_utils.h"
+#include "ops/conv_few_channels.h"
 #include "ops/conv_pool_params.h"
 #include "ops/kernel_utils.h"
 #include "ops/ops.h"
@@ -494,6 +495,10 @@ Tensor conv2d_cpu(const Tensor& input, const Tensor& weight, const Tensor& bias,
   Tensor b = bias.defined() ? contiguous_cpu(bias) : Tensor();
   Tensor out = new_activation(p.output_sizes(), nhwc, input);
   if (p.N == 0) return out;
+  if (nhwc && few_channels_conv(p, input.dtype())) {
+    few_channels_conv_forward(p, input, weight, b, out);
+    return out;
+  }
   Tensor w = contiguous_cpu(weight);
   if (input.dtype() != kFloat64) {
     run_conv(kKeyConvFwd, p, dense_activation(input, nhwc), w, out, b, nhwc);
@@ -530,6 +535,9 @@ Tensor conv2d_backward_weight_cpu(const Tensor& grad_out, const Tensor& input, c
   ConvParams p = plan_conv2d_backward_weight(grad_out, input, weight_sizes, stride, padding, dilation, groups);
   if (p.N == 0 || p.C == 0) return fill_cpu(new_tensor(p.weight_sizes(), input.dtype(), input.device()), 0);
   if (patch_weight_grad_pays(p, grad_out)) return patch_weight_grad(p, grad_out, input);
+  if (few_channels_conv(p, input.dtype()) && grad_out.dim() == 4 &&
+      is_non_overlapping_and_dense(grad_out.sizes(), grad_out.strides()) && is_channels_last(grad_out))
+    return few_channels_conv_weight_grad(p, grad_out, input);
   Tensor gw = new_tensor(p.weight_sizes(), input.dtype(), input.device());
   bool nhwc = input.dim() == 4 && (is_channels_last(grad_out) || is_channels_last(input));
   if (input.dtype() != kFloat64) {

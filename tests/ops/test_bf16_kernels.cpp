@@ -116,6 +116,55 @@ TEST_CASE("mm_accumulate_ in bf16/f16 adds into self, rounding once") {
   }
 }
 
+// bf16 convolutions of at most four input channels with channels-last outputs run graft's direct
+// loops (ops/conv_few_channels.h) instead of oneDNN: forward and weight gradient against float32 on
+// the same values, over kernel sizes, strides, padding, dilation, output channels that fill one,
+// three (padded) or four vectors, and NCHW inputs beside channels-last weights.
+TEST_CASE("bf16 convolutions of few input channels match float32 on the same values") {
+  struct Case {
+    Shape x, w;
+    Shape stride, padding, dilation;
+    bool bias, x_channels_last;
+  };
+  const std::vector<Case> cases{
+      {{4, 1, 28, 28}, {32, 1, 3, 3}, {1, 1}, {1, 1}, {1, 1}, true, true},  // the CNN's first layer
+      {{2, 3, 17, 19}, {40, 3, 5, 5}, {2, 2}, {2, 2}, {1, 1}, true, true},
+      {{3, 2, 9, 11}, {5, 2, 3, 2}, {1, 1}, {1, 0}, {2, 2}, false, false},
+      {{2, 4, 6, 7}, {64, 4, 1, 1}, {1, 1}, {0, 0}, {1, 1}, false, true},
+      {{2, 1, 5, 4}, {16, 1, 3, 3}, {1, 1}, {3, 3}, {1, 1}, true, true},  // more padding than input
+  };
+  for (const Case& c : cases) {
+    INFO("x " << shape_str(c.x) << ", w " << shape_str(c.w) << ", stride " << c.stride[0] << ", padding "
+              << c.padding[0] << "x" << c.padding[1] << ", dilation " << c.dilation[0]);
+    auto x = rand_pair(c.x, kBFloat16), w = rand_pair(c.w, kBFloat16), b = rand_pair({c.w[0]}, kBFloat16);
+    Tensor xl = c.x_channels_last ? x.low.contiguous(MemoryFormat::ChannelsLast) : x.low;
+    // Channels-last weights, with the channel stride 1 also where there is one channel (as
+    // Module::to(ChannelsLast) lays them out), so the convolution runs channels-last.
+    auto channels_last = [](const Tensor& t) {
+      const Shape& z = t.sizes();
+      Tensor out = ops::empty_strided(z, {z[1] * z[2] * z[3], 1, z[3] * z[1], z[1]}, t.dtype());
+      out.copy_(t);
+      return out;
+    };
+    Tensor wl = channels_last(w.low), wf = channels_last(w.f32);
+    Tensor bl = c.bias ? b.low : Tensor(), bf = c.bias ? b.f32 : Tensor();
+    Tensor y = ops::conv2d(xl, wl, bl, c.stride, c.padding, c.dilation, 1);
+    Tensor yf = ops::conv2d(x.f32, wf, bf, c.stride, c.padding, c.dilation, 1);
+    REQUIRE(y.dtype() == kBFloat16);
+    CHECK(y.is_contiguous(MemoryFormat::ChannelsLast));
+    // One rounding of a float sum: within one bf16 ulp of float32's result rounded.
+    const Tolerance ulp{.rtol = 8e-3, .atol = 1e-3};
+    check_close(y, yf.to(kBFloat16), ulp);
+    auto g = rand_pair(y.sizes(), kBFloat16);
+    Tensor gl = g.low.contiguous(MemoryFormat::ChannelsLast);
+    Tensor gw = ops::conv2d_backward_weight(gl, xl, c.w, c.stride, c.padding, c.dilation, 1);
+    Tensor gwf = ops::conv2d_backward_weight(g.f32.contiguous(MemoryFormat::ChannelsLast), x.f32, c.w, c.stride,
+                                             c.padding, c.dilation, 1);
+    REQUIRE(gw.dtype() == kBFloat16);
+    check_close(gw, gwf.to(kBFloat16), Tolerance{.rtol = 8e-3, .atol = 1e-2});
+  }
+}
+
 TEST_CASE("the matmul family rejects a 16-bit/float32 mix, naming both dtypes") {
   Tensor a = randn({3, 4}).to(kBFloat16), b = randn({4, 2});
   CHECK_THROWS_WITH(ops::mm(a, b), Catch::Contains("expected m1 and m2 to have the same dtype") &&

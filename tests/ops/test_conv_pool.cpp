@@ -522,7 +522,8 @@ TEST_CASE("window offsets name the indices' winners, and their backward gives th
 // and the NHWC kernel are separate code: on ties, NaNs (the last one wins) and all -inf windows
 // (the first position wins) they must pick the same winners.
 TEST_CASE("NCHW and channels-last max pools pick the same winners on ties, NaN and -inf windows") {
-  const std::vector<Shape> shapes = {{2, 3, 8, 8}, {2, 3, 9, 7}, {1, 5, 2, 2}, {4, 2, 6, 10}};
+  // 16 channels and more take the 16-lane 2x2 path on channels-last (35: two vectors and a tail).
+  const std::vector<Shape> shapes = {{2, 3, 8, 8}, {2, 3, 9, 7}, {1, 5, 2, 2}, {4, 2, 6, 10}, {2, 35, 4, 6}, {1, 16, 3, 5}};
   for (const Shape& in : shapes)
     for (DType dt : {kFloat32, kFloat64, kBFloat16, kInt64}) {
       INFO("input " << shape_str(in) << " " << dtype_name(dt));

@@ -747,14 +747,6 @@ struct SmallBuffers {
   GRAFT_VEC_INLINE void widen_rows(const S* src, int64_t rs, int64_t rows, int64_t n, float* dst) const {
     for (int64_t r = 0; r < rows; ++r) widen(src + r * rs, dst + r * Wp, n);
   }
-  // Asks for the rows of the next batch matrix while this one computes: heads are narrow column
-  // blocks of wider rows (a fused qkv projection), one cache line per row, which the hardware's
-  // stride prefetcher does not follow across heads.
-  GRAFT_VEC_INLINE static void prefetch_rows(const S* src, int64_t rs, int64_t rows, int64_t n) {
-    const int64_t bytes = n * static_cast<int64_t>(sizeof(S));
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t off = 0; off < bytes; off += 64) __builtin_prefetch(reinterpret_cast<const char*>(src + r * rs) + off);
-  }
   // dst [n, Sp] = src [rows, Wp]^T over the first n columns
   GRAFT_VEC_INLINE void transpose(const float* src, int64_t rows, int64_t n, float* dst) const {
     for (int64_t c = 0; c < n; ++c)
@@ -779,40 +771,52 @@ struct SmallBuffers {
     }
     return per_row ? Sp : 0;
   }
+  // Sizes and zeroes the buffers of one direction: their padding stays zero, since the loads below
+  // write only real rows and columns.
+  void zero_buffers(const SdpaGeometry& g, bool backward) {
+    zeros(q, Lp * Wp);
+    zeros(kt, g.E * Sp);
+    zeros(k, g.S * Wp);
+    zeros(v, g.S * Wp);
+    zeros(p, R * Sp);
+    if (!backward) {
+      zeros(out, Lp * Wp);
+      zeros(lse, Lp);
+      return;
+    }
+    for (std::vector<float>* b : {&o, &dout, &dq}) zeros(*b, Lp * Wp);
+    zeros(vt, g.Ev * Sp);
+    zeros(dk, g.S * Wp);
+    zeros(dv, g.S * Wp);
+    zeros(ds, R * Sp);
+    lse.assign(static_cast<size_t>(Lp), -std::numeric_limits<float>::infinity());  // padding rows: no gradient
+  }
+  // Batch matrix b's q and k rows, K^T and v rows (and V^T for the backward), and its bias in h
+  // (computed once where every batch shares it).
+  GRAFT_VEC_INLINE void load(const FlashArgs<float, S>& a, int64_t b, bool backward, SmallHead& h) {
+    const SdpaGeometry& g = *a.g;
+    const size_t bi = static_cast<size_t>(b);
+    widen_rows(a.q + g.q_off[bi], g.q_rs, g.L, g.E, q.data());
+    widen_rows(a.k + g.k_off[bi], g.k_rs, g.S, g.E, k.data());
+    transpose(k.data(), g.S, g.E, kt.data());
+    widen_rows(a.v + g.v_off[bi], g.v_rs, g.S, g.Ev, v.data());
+    if (backward) transpose(v.data(), g.S, g.Ev, vt.data());
+    if (!h.bias || h.bias_rs != 0) {
+      h.bias_rs = fill_bias(g, row_mask<float, S>(g, *a.mask, a.causal, b));
+      h.bias = bias.data();
+    }
+  }
 };
 
 template <class S>
 GRAFT_VEC_INLINE void small_forward_tasks(const FlashArgs<float, S>& a, int64_t b0, int64_t b1) {
   const SdpaGeometry& g = *a.g;
   SmallBuffers<S> w(g);
-  const int64_t Wp = w.Wp, Sp = w.Sp, Lp = w.Lp;
-  w.zeros(w.q, Lp * Wp);
-  w.zeros(w.kt, g.E * Sp);
-  w.zeros(w.k, g.S * Wp);
-  w.zeros(w.v, g.S * Wp);
-  w.zeros(w.out, Lp * Wp);
-  w.zeros(w.lse, Lp);
-  w.zeros(w.p, w.R * Sp);
+  w.zero_buffers(g, false);
   SmallHead h{.L = g.L, .S = g.S, .E = g.E, .Ev = g.Ev, .scale = a.scale, .q = w.q.data(), .kt = w.kt.data(),
               .v = w.v.data(), .out = w.out.data(), .lse = w.lse.data(), .p = w.p.data()};
-  bool shared_bias = false;
   for (int64_t b = b0; b < b1; ++b) {
-    const size_t bi = static_cast<size_t>(b);
-    if (b + 1 < b1) {
-      const size_t nx = bi + 1;
-      w.prefetch_rows(a.q + g.q_off[nx], g.q_rs, g.L, g.E);
-      w.prefetch_rows(a.k + g.k_off[nx], g.k_rs, g.S, g.E);
-      w.prefetch_rows(a.v + g.v_off[nx], g.v_rs, g.S, g.Ev);
-    }
-    w.widen_rows(a.q + g.q_off[bi], g.q_rs, g.L, g.E, w.q.data());
-    w.widen_rows(a.k + g.k_off[bi], g.k_rs, g.S, g.E, w.k.data());
-    w.transpose(w.k.data(), g.S, g.E, w.kt.data());
-    w.widen_rows(a.v + g.v_off[bi], g.v_rs, g.S, g.Ev, w.v.data());
-    if (!shared_bias) {
-      h.bias_rs = w.fill_bias(g, row_mask<float, S>(g, *a.mask, a.causal, b));
-      shared_bias = h.bias_rs == 0;
-    }
-    h.bias = w.bias.data();
+    w.load(a, b, false, h);
     small_forward_kernel(h, w.ns, w.nw);
     w.store_rows(w.out.data(), g.L, g.Ev, a.out_w + a.o_off[b], a.o_rs);
     std::copy(w.lse.begin(), w.lse.begin() + g.L, a.lse_w + b * g.L);
@@ -823,47 +827,15 @@ template <class S>
 GRAFT_VEC_INLINE void small_backward_tasks(const FlashArgs<float, S>& a, int64_t b0, int64_t b1) {
   const SdpaGeometry& g = *a.g;
   SmallBuffers<S> w(g);
-  const int64_t Wp = w.Wp, Sp = w.Sp, Lp = w.Lp;
-  w.zeros(w.q, Lp * Wp);
-  w.zeros(w.kt, g.E * Sp);
-  w.zeros(w.k, g.S * Wp);
-  w.zeros(w.vt, g.Ev * Sp);
-  w.zeros(w.v, g.S * Wp);
-  w.zeros(w.o, Lp * Wp);
-  w.zeros(w.dout, Lp * Wp);
-  w.zeros(w.dq, Lp * Wp);
-  w.zeros(w.dk, g.S * Wp);
-  w.zeros(w.dv, g.S * Wp);
-  w.zeros(w.p, w.R * Sp);
-  w.zeros(w.ds, w.R * Sp);
-  w.lse.assign(static_cast<size_t>(Lp), -std::numeric_limits<float>::infinity());
+  w.zero_buffers(g, true);
   SmallHead h{.L = g.L, .S = g.S, .E = g.E, .Ev = g.Ev, .scale = a.scale, .q = w.q.data(), .kt = w.kt.data(),
               .k = w.k.data(), .vt = w.vt.data(), .lse = w.lse.data(), .o = w.o.data(), .dout = w.dout.data(),
               .dq = w.dq.data(), .dk = w.dk.data(), .dv = w.dv.data(), .p = w.p.data(), .ds = w.ds.data()};
-  bool shared_bias = false;
   for (int64_t b = b0; b < b1; ++b) {
-    const size_t bi = static_cast<size_t>(b);
-    if (b + 1 < b1) {
-      const size_t nx = bi + 1;
-      w.prefetch_rows(a.q + g.q_off[nx], g.q_rs, g.L, g.E);
-      w.prefetch_rows(a.k + g.k_off[nx], g.k_rs, g.S, g.E);
-      w.prefetch_rows(a.v + g.v_off[nx], g.v_rs, g.S, g.Ev);
-      w.prefetch_rows(a.out + a.o_off[b + 1], a.o_rs, g.L, g.Ev);
-      w.prefetch_rows(a.dout + a.do_off[b + 1], a.do_rs, g.L, g.Ev);
-    }
-    w.widen_rows(a.q + g.q_off[bi], g.q_rs, g.L, g.E, w.q.data());
-    w.widen_rows(a.k + g.k_off[bi], g.k_rs, g.S, g.E, w.k.data());
-    w.transpose(w.k.data(), g.S, g.E, w.kt.data());
-    w.widen_rows(a.v + g.v_off[bi], g.v_rs, g.S, g.Ev, w.v.data());
-    w.transpose(w.v.data(), g.S, g.Ev, w.vt.data());
+    w.load(a, b, true, h);
     w.widen_rows(a.out + a.o_off[b], a.o_rs, g.L, g.Ev, w.o.data());
     w.widen_rows(a.dout + a.do_off[b], a.do_rs, g.L, g.Ev, w.dout.data());
     std::copy(a.lse + b * g.L, a.lse + (b + 1) * g.L, w.lse.begin());
-    if (!shared_bias) {
-      h.bias_rs = w.fill_bias(g, row_mask<float, S>(g, *a.mask, a.causal, b));
-      shared_bias = h.bias_rs == 0;
-    }
-    h.bias = w.bias.data();
     small_backward_kernel(h, w.ns, w.nw);
     w.store_rows(w.dq.data(), g.L, g.E, a.dq + a.dq_off[b], a.dq_rs);
     w.store_rows(w.dk.data(), g.S, g.E, a.dk + a.dk_off[b], a.dk_rs);

@@ -12,7 +12,7 @@
 //                             dv_j += p^T dout_i;  dp = dout_i v_j^T;  ds = p * (dp - D_i)
 //                             dq_i += scale * ds k_j;  dk_j += scale * ds^T q_i
 // Tile products go to oneDNN's sgemm when they are large enough to amortise its call, and to
-// plain loops otherwise (float64, a decode step's rows). Up to 32 keys and heads up to 64 wide (a
+// plain loops otherwise (float64, a decode step's rows). Up to 32 keys and heads up to 32 wide (a
 // ViT's 17 tokens) skip the tiles: whole batch matrices with their scores in registers ("Small
 // heads" below). See sdpa_plan.h for the operand geometry and the masked-row rule.
 // bfloat16/float16 are native: each task widens the rows it reads to float once, runs the same
@@ -498,9 +498,11 @@ template <class S>
 
 // ---- Small heads: whole batch matrices, scores in registers ----
 //
-// Where the keys fit in two vectors (S <= 32) and heads are at most 64 wide (the ViT: 17 tokens,
+// Where the keys and the heads fit in two vectors (S <= 32, E and Ev <= 32: the ViT's 17 tokens and
 // heads of 16), the tiles above spend more on packing, dispatch and the online softmax's
-// bookkeeping than on products (at 64 keys, the baby GPT's, the tiles measured faster). A task then owns whole batch matrices: its operands are widened
+// bookkeeping than on products. Measured against the tiles (2 cores): [128, 4, 17, 16] forward
+// 0.39 -> 0.28 ms, backward 0.57 -> 0.42 ms; at 64 keys (the baby GPT's) the tiles were faster,
+// and at heads of 64 the backward's 4 x 4 row vectors spill (0.045 -> 0.054 ms for [4, 4, 16, 64]). A task then owns whole batch matrices: its operands are widened
 // once into zero-padded float buffers (K and V also transposed), and each group of R query rows
 // keeps its scores, NS vectors of 16 keys, in registers from the product to the probabilities:
 //   forward, R rows at a time:   s = scale * q K^T + bias                         [R, Sp]  (Sp = 16 NS)
@@ -513,7 +515,7 @@ template <class S>
 // (one row shared by all queries when there is neither mask nor causality): -inf marks a key the
 // query may not see, and replaces the score rather than adding to it. The softmax sees the whole
 // row at once, so it needs no running max.
-constexpr int64_t kSmallKeys = 32, kSmallWidth = 64;
+constexpr int64_t kSmallKeys = 32, kSmallWidth = 32;
 
 // One batch matrix in float buffers. Widths are padded to Wp = 16 NW lanes, keys to Sp = 16 NS,
 // and query rows to Lp, a multiple of R; the padding is zero except in bias (-inf).
@@ -681,11 +683,8 @@ GRAFT_VEC_INLINE void small_backward(const SmallHead& h) {
   }
 }
 
-// NS takes 1 or 2, NW 1, 2 or 4 (3 runs as 4): six shapes per direction, each with its own registers.
-constexpr int small_vectors(int64_t n) {
-  const int64_t v = (n + vec_math::kLanes - 1) / vec_math::kLanes;
-  return v <= 1 ? 1 : v == 2 ? 2 : 4;
-}
+// NS and NW take 1 or 2: four shapes per direction, each with its own registers.
+constexpr int small_vectors(int64_t n) { return n <= vec_math::kLanes ? 1 : 2; }
 template <int NS, int NW, bool kForward>
 GRAFT_VEC_INLINE void small_run(const SmallHead& h) {
   if constexpr (kForward) small_forward<NS, NW>(h);
@@ -695,8 +694,7 @@ GRAFT_VEC_INLINE void small_run(const SmallHead& h) {
 template <int NS, bool kForward>
 GRAFT_VEC_INLINE void small_dispatch_nw(const SmallHead& h, int nw) {
   if (nw == 1) small_run<NS, 1, kForward>(h);
-  else if (nw == 2) small_run<NS, 2, kForward>(h);
-  else small_run<NS, 4, kForward>(h);
+  else small_run<NS, 2, kForward>(h);
 }
 template <bool kForward>
 GRAFT_VEC_INLINE void small_dispatch(const SmallHead& h, int ns, int nw) {

@@ -26,7 +26,6 @@ struct FewConv {
   int64_t taps = 0, Op = 0;
 };
 
-
 // The output columns [lo, hi) whose every tap lies inside the input row (no bounds checks there).
 GRAFT_VEC_INLINE std::pair<int64_t, int64_t> interior_columns(const ConvParams& p) {
   const int64_t reach = (p.kw - 1) * p.dw;  // the last tap's offset from the first
@@ -169,7 +168,7 @@ GRAFT_VEC_INLINE void weight_grad_rows(const FewConv& a, const float* x, const T
       for (int v = 0; v < NV; ++v) store(acc + t * Op + v * kLanes, reg[t][v]);
 }
 
-// The clones' entry points, one per dtype; NV (output vectors) and the 9-tap case picked inside
+// The clones' entry points (bfloat16, invariant 2); NV (output vectors) and the 9-tap case picked inside
 // by plain branches (a lambda here would be compiled outside the clones).
 template <class T, int NV>
 GRAFT_VEC_INLINE void weight_grad_dispatch_taps(const FewConv& a, const float* x, const T* g, float* acc, int64_t r0,
@@ -253,8 +252,8 @@ void few_channels_conv_forward(const ConvParams& p, const Tensor& x, const Tenso
   const int64_t rows = p.N * p.OH, work = p.OW * p.O * a.taps;
   parallel_for(0, rows, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, work)), [&](int64_t r0, int64_t r1) {
     std::vector<float> rowbuf(static_cast<size_t>(p.OW * p.O + a.Op));
-    forward_bf16(a, xf.data_ptr<float>(), wt.data(), b.data(),
-                   static_cast<BFloat16*>(out.data_ptr()), r0, r1, rowbuf.data());
+    forward_bf16(a, xf.data_ptr<float>(), wt.data(), b.data(), static_cast<BFloat16*>(out.data_ptr()), r0, r1,
+                 rowbuf.data());
   });
 }
 
@@ -269,8 +268,8 @@ Tensor few_channels_conv_weight_grad(const ConvParams& p, const Tensor& grad_out
     for (int64_t k = c0; k < c1; ++k) {
       const int64_t r0 = rows * k / chunks, r1 = rows * (k + 1) / chunks;
       float* acc = partial.data() + k * per;
-      weight_grad_bf16(a, xf.data_ptr<float>(),
-                         static_cast<const BFloat16*>(grad_out.data_ptr()), acc, r0, r1, rowbuf.data());
+      weight_grad_bf16(a, xf.data_ptr<float>(), static_cast<const BFloat16*>(grad_out.data_ptr()), acc, r0, r1,
+                       rowbuf.data());
     }
   });
   // Chunks summed in order, then [taps, Op] -> [O, C, kh, kw], rounded once.

@@ -540,15 +540,6 @@ struct SmallHead {
 // Query rows per group: R x NS score vectors (twice that in the backward) stay in registers.
 constexpr int kSmallRows = 4;
 
-GRAFT_VEC_INLINE float lane_max(vec_math::f32x16 v) {
-  using namespace vec_math;
-  f32x8 h0 = __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7);
-  f32x8 h1 = __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15);
-  f32x8 h = h0 > h1 ? h0 : h1;
-  f32x4 q0 = __builtin_shufflevector(h, h, 0, 1, 2, 3), q1 = __builtin_shufflevector(h, h, 4, 5, 6, 7);
-  f32x4 q = q0 > q1 ? q0 : q1;
-  return std::max(std::max(q[0], q[1]), std::max(q[2], q[3]));
-}
 
 // s[r] = scale * q_r K^T + bias_r for the R query rows from i0; into dp[r] = dout_r V^T when DP.
 template <int NS, int NW, int R, bool DP>
@@ -586,6 +577,25 @@ GRAFT_VEC_INLINE void small_scores(const SmallHead& h, int64_t i0, vec_math::f32
   }
 }
 
+// acc[r] = sum_{j < S} a[r, j] m[j] for the R rows of a [R, Sp] (scratch p or ds) against the
+// rows of m [S, Wp]: one broadcast per key and row against the key's row (p V, ds K).
+template <int NW, int R>
+GRAFT_VEC_INLINE void small_rows_times(const float* a, int64_t Sp, const float* m, int64_t S,
+                                       vec_math::f32x16 (&acc)[R][NW]) {
+  using namespace vec_math;
+  constexpr int64_t Wp = kLanes * NW;
+  for (int r = 0; r < R; ++r)
+    for (int w = 0; w < NW; ++w) acc[r][w] = f32x16{};
+  for (int64_t j = 0; j < S; ++j) {
+    f32x16 mj[NW];
+    for (int w = 0; w < NW; ++w) mj[w] = load(m + j * Wp + w * kLanes);
+    for (int r = 0; r < R; ++r) {
+      const float arj = a[r * Sp + j];
+      for (int w = 0; w < NW; ++w) acc[r][w] += arj * mj[w];
+    }
+  }
+}
+
 template <int NS, int NW>
 GRAFT_VEC_INLINE void small_forward(const SmallHead& h) {
   using namespace vec_math;
@@ -599,7 +609,7 @@ GRAFT_VEC_INLINE void small_forward(const SmallHead& h) {
     for (int r = 0; r < R; ++r) {
       f32x16 mx = s[r][0];
       for (int n = 1; n < NS; ++n) mx = s[r][n] > mx ? s[r][n] : mx;
-      m[r] = lane_max(mx);
+      m[r] = vec_math::lane_max(mx);
       f32x16 sum = {};
       for (int n = 0; n < NS; ++n) {
         // A row with no visible key (m = -inf) gets p = 0 rather than exp(-inf + inf).
@@ -609,16 +619,8 @@ GRAFT_VEC_INLINE void small_forward(const SmallHead& h) {
       }
       l[r] = lane_sum(sum);
     }
-    // out = p V: one broadcast probability per key and row against the key's value row.
-    f32x16 acc[R][NW] = {};
-    for (int64_t j = 0; j < h.S; ++j) {
-      f32x16 vj[NW];
-      for (int w = 0; w < NW; ++w) vj[w] = load(h.v + j * Wp + w * kLanes);
-      for (int r = 0; r < R; ++r) {
-        const float pj = h.p[r * Sp + j];
-        for (int w = 0; w < NW; ++w) acc[r][w] += pj * vj[w];
-      }
-    }
+    f32x16 acc[R][NW];
+    small_rows_times<NW, R>(h.p, Sp, h.v, h.S, acc);  // p V
     for (int r = 0; r < R; ++r) {
       const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
       for (int w = 0; w < NW; ++w) store(h.out + (i0 + r) * Wp + w * kLanes, acc[r][w] * inv);
@@ -650,16 +652,8 @@ GRAFT_VEC_INLINE void small_backward(const SmallHead& h) {
         store(h.ds + r * Sp + n * kLanes, h.scale * (p * (dp[r][n] - D)));
       }
     }
-    // dq_r = ds_r K
-    f32x16 dq[R][NW] = {};
-    for (int64_t j = 0; j < h.S; ++j) {
-      f32x16 kj[NW];
-      for (int w = 0; w < NW; ++w) kj[w] = load(h.k + j * Wp + w * kLanes);
-      for (int r = 0; r < R; ++r) {
-        const float dsj = h.ds[r * Sp + j];
-        for (int w = 0; w < NW; ++w) dq[r][w] += dsj * kj[w];
-      }
-    }
+    f32x16 dq[R][NW];
+    small_rows_times<NW, R>(h.ds, Sp, h.k, h.S, dq);  // dq_r = ds_r K
     for (int r = 0; r < R; ++r)
       for (int w = 0; w < NW; ++w) store(h.dq + (i0 + r) * Wp + w * kLanes, dq[r][w]);
     // dk_j += sum_r ds_rj q_r;  dv_j += sum_r p_rj dout_r

@@ -12,6 +12,7 @@
 //
 // GRAFT_VECTOR_CLONES marks a float loop for function multiversioning: the build targets generic
 // x86-64, and the loader picks the AVX-512 or AVX2 copy on CPUs that have them.
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -58,6 +59,16 @@ GRAFT_VEC_INLINE float lane_sum(f32x16 v) {
             __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15);
   f32x4 q = __builtin_shufflevector(h, h, 0, 1, 2, 3) + __builtin_shufflevector(h, h, 4, 5, 6, 7);
   return (q[0] + q[2]) + (q[1] + q[3]);
+}
+
+// The largest of the 16 lanes, by the same halving tree.
+GRAFT_VEC_INLINE float lane_max(f32x16 v) {
+  f32x8 h0 = __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7);
+  f32x8 h1 = __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15);
+  f32x8 h = h0 > h1 ? h0 : h1;
+  f32x4 q0 = __builtin_shufflevector(h, h, 0, 1, 2, 3), q1 = __builtin_shufflevector(h, h, 4, 5, 6, 7);
+  f32x4 q = q0 > q1 ? q0 : q1;
+  return std::max(std::max(q[0], q[1]), std::max(q[2], q[3]));
 }
 
 // What differs between the scalar and the vector type: conversions and bit casts.

@@ -241,6 +241,9 @@ TEST_CASE("transposing copies (channels-last made row-major) run by blocks, as e
   reinterpret_cast<uint16_t*>(nan_bits.data_ptr())[5] = 0x7F81;  // signalling-pattern NaN, low payload bit
   Tensor t = nan_bits.t().contiguous();
   CHECK(reinterpret_cast<const uint16_t*>(t.data_ptr())[5 * 40] == 0x7F81);
+  // And through the element-at-a-time path (every other column: no dense dim on the source side).
+  Tensor stepped = ops::slice(nan_bits, 1, 1, 33, 2).contiguous();
+  CHECK(reinterpret_cast<const uint16_t*>(stepped.data_ptr())[2] == 0x7F81);
 }
 
 namespace {

@@ -150,7 +150,10 @@ ChunkedFigures chunked_figures(const std::vector<LayerProfile>& L, int first, in
     // The slice's output (layer c's) is the inner backward's root, held through all of it: at
     // layer c's own point on top of its saves unless it saves the output itself, and at every
     // earlier layer's point on top of that point (where a plain backward has freed c's saves).
-    const int64_t own = at + grad_bytes(s) - slice_grads + (s.saves_output ? 0 : s.output_bytes);
+    // The root's gradient is a view of the whole output's (counted above the re-run), where a
+    // measured backward allocated it: layer c's own point leaves it out.
+    const int64_t root_backward = std::max<int64_t>(0, grad_bytes(s) - s.output_bytes);
+    const int64_t own = at + root_backward - slice_grads + (s.saves_output ? 0 : s.output_bytes);
     const int64_t earlier = c > first ? max_backward + s.output_bytes : own;
     const int64_t rerun = std::max(max_forward, slice_grads + std::max(own, earlier));
     max_backward = std::max(max_backward, at + grad_bytes(s) - slice_grads);
@@ -178,27 +181,48 @@ SlicedFigures sliced_figures(const std::vector<LayerProfile>& L, int first, int 
   std::vector<int64_t> grads_from(static_cast<size_t>(n) + 1, 0);
   for (int j = n - 1; j >= 0; --j) grads_from[j] = grads_from[j + 1] + L[static_cast<size_t>(j)].param_grad_bytes;
   const int64_t input_grad = first == 0 && !L[0].input_needs_grad ? 0 : L[static_cast<size_t>(first)].input_bytes;
-  int flag = kHeld;
-  int64_t held = 0, slice_grads = 0, summed = 0;
+  const int64_t one_input_grad = slice_of(L[static_cast<size_t>(first)], k).input_bytes;  // a slice's share
+  int flag = kHeld, slice_flag = kHeld;
+  int64_t held = 0, slice_held = 0, slice_grads = 0, summed = 0;
+  // Over the layers j so far, of (one slice's saves through j + j's backward - its gradients through j).
   int64_t max_backward = std::numeric_limits<int64_t>::min();
   // The last slice's forward at layer j: the other slices' saves (all of the stretch's), its own
-  // saves of the layers before j, and layer j's input, intermediates and output, all of one slice.
+  // saves of the layers before j, and layer j's input (unless one of those saves), intermediates,
+  // output and packed save, all of one slice.
   int64_t at_layer = 0;  // max over j of (held before j + j's forward point), whole-batch bytes
   double seconds = 0;
   for (int c = first; c < n; ++c) {
     const LayerProfile& f = L[static_cast<size_t>(c)];
     if (f.rows < k || (codec >= 0 && static_cast<int>(f.codecs.size()) <= codec)) break;
     const PlanStep own = codec >= 0 ? PlanStep{StepKind::Compress, c, c, {}, codec} : PlanStep{StepKind::Keep, c, c, {}};
-    at_layer = std::max(at_layer, held + (c > first ? f.input_bytes : 0) + f.own_bytes + f.output_bytes);
+    const int64_t packed = codec >= 0 ? f.codecs[static_cast<size_t>(codec)].held_bytes : 0;
+    const int64_t input = c > first && flag != kHeld ? f.input_bytes : 0;  // not when the layer before saved it
+    at_layer = std::max(at_layer, held + input + f.own_bytes + f.output_bytes + packed);
     held += added_bytes(L, own, flag);
-    const LayerProfile s = slice_of(f, k);
+    const std::vector<LayerProfile> one{slice_of(f, k)};
+    const LayerProfile& s = one[0];
+    PlanStep slice_own = own;
+    slice_own.first = slice_own.last = 0;
+    slice_held += added_bytes(one, slice_own, slice_flag);
     slice_grads += s.param_grad_bytes;
-    max_backward = std::max(max_backward, (codec >= 0 ? codec_backward_bytes(s, codec) : grad_bytes(s)) - slice_grads);
+    // A slice's backward at layer j holds its saves through j (the later layers' are freed), the
+    // later layers' fresh gradients, and j's backward. The slice's output has no data to hold (a
+    // stand-in root) and its gradient is a view of the whole output's, counted below: layer c's
+    // own point as the last leaves out the output gradient its measured backward allocated.
+    const int64_t backward = codec >= 0 ? codec_backward_bytes(s, codec) : grad_bytes(s);
+    const int64_t as_last = slice_held + std::max<int64_t>(0, backward - s.output_bytes) - slice_grads;
+    const int64_t slice_point = std::max(max_backward, as_last) - slice_held + slice_grads;
+    max_backward = std::max(max_backward, slice_held + backward - slice_grads);
     summed += f.param_bytes;
     seconds += codec >= 0 ? f.codecs[static_cast<size_t>(codec)].seconds : 0.0;
     out.held.push_back(held);
     out.forward.push_back(f.output_bytes + held - held / k + (at_layer + k - 1) / k);
-    out.backward.push_back(grads_from[c + 1] + f.output_bytes + input_grad + summed + slice_grads + max_backward);
+    // The first slice's backward runs before the summed gradients and the input's exist (the first
+    // slice's gradients become the sums), which are made once it has returned, while its input's
+    // gradient is still held; each later slice runs with them, and with the slices before it freed.
+    const int64_t after_first = input_grad > 0 ? slice_grads + one_input_grad + input_grad - slice_held : 0;
+    out.backward.push_back(grads_from[c + 1] + f.output_bytes +
+                           std::max({slice_point, after_first, slice_point + input_grad + summed - slice_held}));
     out.seconds.push_back(seconds + forward_seconds(L, first, c) * slice_stretch(k));
   }
   return out;

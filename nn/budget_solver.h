@@ -72,7 +72,10 @@
 //    with every activation figure divided by k and rounded up, making its layers' parameter
 //    gradients afresh (`param_bytes`, not divided), with the slice's output held through all of
 //    its backward (it is the inner backward's root): at every earlier layer's point too, where a
-//    plain backward has freed the last layer's saves, even if that layer saves its output. It
+//    plain backward has freed the last layer's saves, even if that layer saves its output. The
+//    root's gradient is a view of the whole output's gradient, so the last layer's own point
+//    leaves out the output gradient its measured backward allocated. The last slice's re-run is
+//    the largest: the earlier slices' gradients are summed by then. It
 //    runs out of place. Its extra time is its forward's, once, plus twice invariant 13's
 //    estimate of what running by slices costs (its forward and its re-run both run by slices; on
 //    a ViT block, 16 slices measured 3.5 forwards, where one forward predicted 1). Slices can take a layer whose
@@ -85,11 +88,16 @@
 //    its forward to its backward what its layers save, as Compress steps (or Keep steps) of a
 //    re-run would, summed over the slices: the whole batch's figures. Its forward point is the
 //    last slice's largest: its whole output, the other slices' saves, and a k-th of what the
-//    stretch saves before a layer plus that layer's input, intermediates and output (the whole
-//    batch's). Its backward point, above what is held, adds the later
-//    layers' parameter gradients, its output's and input's gradients whole, its own layers' summed
-//    parameter gradients, and one slice's backward: the layer figures of the slice's backward
-//    (its codec's when compressed), divided by k, and the slice's fresh parameter gradients. Its
+//    stretch saves before a layer plus that layer's input (unless a save before it holds it),
+//    intermediates, output and packed save (the whole batch's). Its backward point, above what is
+//    held, adds the later layers' parameter gradients and its output's gradient whole, and the
+//    largest of three: the first slice's backward, with every other slice's saves still held (at
+//    layer j of the slice: its saves through j, the later layers' fresh parameter gradients and
+//    j's backward figure, divided by k; the last layer's without its output gradient, a view of
+//    the whole one, and with no root to hold: a stand-in without data); the moment after it, when
+//    its input's gradient and its parameter gradients (which become the sums) are held and the
+//    whole input gradient is made; and a later slice's backward, with the sums and the input's
+//    gradient, and one slice's saves fewer. Its
 //    extra time is the codec's pack and unpack time and an estimate of what smaller kernels cost:
 //    a tenth of the stretch's forward per slice after the first (measured on the CNN's first two
 //    stages: 4 slices cost a third of their forward, 8 about a half).

@@ -391,3 +391,38 @@ TEST_CASE("masks and int8 codes of a channels-last tensor decode in its layout, 
     CHECK(rel_err(got, s * 2.0) < 1e-2);
   }
 }
+
+TEST_CASE("a bf16 save of a strided view (a head of a fused qkv) decodes in the view's memory order") {
+  // As nn::MultiheadAttention splits heads: views of one [N, L, 3 * H * D] projection, [N, H, L, D]
+  // by transpose. Decoded row-major, sdpa's gradients came back row-major in [N, H, L, D], and the
+  // backward of the heads' view copied each of them to merge the heads.
+  manual_seed(21);
+  const int64_t N = 6, L = 5, H = 2, D = 4;
+  Tensor x = randn({N, L, 3 * H * D}).requires_grad_();
+  auto step = [&](bool packed, OpProfiler& prof) {
+    Tensor qkv = x * 1.0, y;
+    {
+      std::optional<CompressSaved> hooks;
+      if (packed) hooks.emplace(CompressOptions{.codec = SavedCodec::kBf16, .record = true});
+      std::vector<Tensor> parts = qkv.split(H * D, -1);
+      auto heads = [&](const Tensor& t) { return t.view({N, L, H, D}).transpose(1, 2); };
+      Tensor out = scaled_dot_product_attention(heads(parts[0]), heads(parts[1]), heads(parts[2]));
+      y = out.transpose(1, 2).reshape({N, L, H * D}) * parts[0];
+      if (packed) CHECK(count_actions(hooks->decisions())["bf16"] >= 3);
+    }
+    OpProfiler::Scope on(prof);
+    return autograd::grad({y.pow(2).sum()}, {x})[0];
+  };
+  auto copies = [](const OpProfiler& p) {
+    int64_t n = 0;
+    for (const OpProfiler::Row& r : p.rows())
+      if (r.name == "clone" || r.name == "copy_" || r.name == "contiguous") n += r.calls;
+    return n;
+  };
+  OpProfiler plain_prof, packed_prof;
+  Tensor want = step(false, plain_prof), got = step(true, packed_prof);
+  CHECK(copies(packed_prof) == copies(plain_prof));
+  CHECK(got.strides() == want.strides());
+  CHECK(rel_err(got, want) < 1e-2);
+  CHECK(rel_err(got, want) > 0);  // the saves were rounded
+}

@@ -177,8 +177,15 @@ variable_list conv2d_backward_rule(const Tensor& grad, const Tensor& x, const Te
                                    const std::array<bool, 3>& mask) {
   Tensor gx, gw, gb;
   if (mask[0]) gx = ops::conv2d_backward_input(grad, x.sizes(), w, stride, padding, dilation, groups);
-  if (mask[1]) gw = ops::conv2d_backward_weight(grad, x, w.sizes(), stride, padding, dilation, groups);
-  if (mask[2]) gb = graft::sum(grad, x.dim() == 4 ? Shape{0, 2, 3} : Shape{1, 2});
+  if (mask[1] && mask[2]) {
+    // One pass over grad for both where the kernel can (a CNN's largest gradient, read once).
+    std::vector<Tensor> wb = ops::conv2d_backward_weight_bias(grad, x, w.sizes(), stride, padding, dilation, groups);
+    gw = wb[0];
+    gb = wb[1];
+  } else {
+    if (mask[1]) gw = ops::conv2d_backward_weight(grad, x, w.sizes(), stride, padding, dilation, groups);
+    if (mask[2]) gb = graft::sum(grad, x.dim() == 4 ? Shape{0, 2, 3} : Shape{1, 2});
+  }
   if (building_graph()) {
     gx = mark_not_twice_differentiable(gx, "Convolution", {&grad, &w});
     gw = mark_not_twice_differentiable(gw, "Convolution", {&grad, &x});

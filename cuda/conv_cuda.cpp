@@ -207,6 +207,16 @@ Tensor conv2d_backward_weight_cuda(const Tensor& grad_out, const Tensor& input, 
   return gw;
 }
 
+// The bias gradient by a sum over grad_out here (the GEMM-based weight gradient has no pass to fold
+// it into).
+std::vector<Tensor> conv2d_backward_weight_bias_cuda(const Tensor& grad_out, const Tensor& input,
+                                                     const Shape& weight_sizes, const Shape& stride, const Shape& padding,
+                                                     const Shape& dilation, int64_t groups) {
+  Tensor gw = conv2d_backward_weight_cuda(grad_out, input, weight_sizes, stride, padding, dilation, groups);
+  Tensor gb = sum_cuda(grad_out, grad_out.dim() == 4 ? Shape{0, 2, 3} : Shape{1, 2}, false, std::nullopt);
+  return {gw, gb};
+}
+
 }  // namespace cuda
 
 }  // namespace graft

@@ -108,7 +108,7 @@ GRAFT_VEC_INLINE void forward_rows(const FewConv& a, const float* x, const float
 // its 9 x NV accumulators stay in registers; otherwise they accumulate in memory (L1).
 template <class T, int NV, bool K3>
 GRAFT_VEC_INLINE void weight_grad_rows(const FewConv& a, const float* x, const T* g, float* acc, int64_t r0, int64_t r1,
-                                       float* rowbuf) {
+                                       float* rowbuf, bool bias) {
   const ConvParams& p = *a.p;
   const int64_t O = p.O, Op = a.Op;
   const auto [lo, hi] = interior_columns(p);
@@ -117,6 +117,10 @@ GRAFT_VEC_INLINE void weight_grad_rows(const FewConv& a, const float* x, const T
   if constexpr (K3)
     for (int t = 0; t < 9; ++t)
       for (int v = 0; v < NV; ++v) reg[t][v] = load(acc + t * Op + v * kLanes);
+  // The bias gradient (the row after the taps' when `bias`): the same gradient vectors, summed.
+  float* bias_acc = acc + a.taps * Op;
+  f32x16 bsum[NV];
+  for (int v = 0; v < NV; ++v) bsum[v] = bias ? load(bias_acc + v * kLanes) : f32x16{};
   TapRow rows[kFewChannelsMaxTaps];
   for (int64_t r = r0; r < r1; ++r) {
     const int64_t n = r / p.OH, oh = r % p.OH;
@@ -133,6 +137,7 @@ GRAFT_VEC_INLINE void weight_grad_rows(const FewConv& a, const float* x, const T
     for (int64_t ow = 0; ow < p.OW; ++ow) {
       f32x16 gv[NV];
       for (int v = 0; v < NV; ++v) gv[v] = load(rowbuf + ow * O + v * kLanes);
+      for (int v = 0; v < NV; ++v) bsum[v] += gv[v];
       if constexpr (K3) {
         if (ow >= lo && ow < hi) {
           const int64_t iw0k = ow * p.sw - p.pw;
@@ -166,15 +171,18 @@ GRAFT_VEC_INLINE void weight_grad_rows(const FewConv& a, const float* x, const T
   if constexpr (K3)
     for (int t = 0; t < 9; ++t)
       for (int v = 0; v < NV; ++v) store(acc + t * Op + v * kLanes, reg[t][v]);
+  if (bias)
+    for (int v = 0; v < NV; ++v) store(bias_acc + v * kLanes, bsum[v]);
 }
 
 // The clones' entry points (bfloat16, invariant 2); NV (output vectors) and the 9-tap case picked inside
 // by plain branches (a lambda here would be compiled outside the clones).
 template <class T, int NV>
 GRAFT_VEC_INLINE void weight_grad_dispatch_taps(const FewConv& a, const float* x, const T* g, float* acc, int64_t r0,
-                                                int64_t r1, float* rowbuf) {
-  if (a.p->C == 1 && a.p->kh == 3 && a.p->kw == 3 && NV <= 2) weight_grad_rows<T, NV, true>(a, x, g, acc, r0, r1, rowbuf);
-  else weight_grad_rows<T, NV, false>(a, x, g, acc, r0, r1, rowbuf);
+                                                int64_t r1, float* rowbuf, bool bias) {
+  if (a.p->C == 1 && a.p->kh == 3 && a.p->kw == 3 && NV <= 2)
+    weight_grad_rows<T, NV, true>(a, x, g, acc, r0, r1, rowbuf, bias);
+  else weight_grad_rows<T, NV, false>(a, x, g, acc, r0, r1, rowbuf, bias);
 }
 template <class T>
 GRAFT_VEC_INLINE void forward_dispatch(const FewConv& a, const float* x, const float* wt, const float* bias, T* out,
@@ -188,12 +196,12 @@ GRAFT_VEC_INLINE void forward_dispatch(const FewConv& a, const float* x, const f
 }
 template <class T>
 GRAFT_VEC_INLINE void weight_grad_dispatch(const FewConv& a, const float* x, const T* g, float* acc, int64_t r0,
-                                           int64_t r1, float* rowbuf) {
+                                           int64_t r1, float* rowbuf, bool bias) {
   switch (a.Op / kLanes) {
-    case 1: weight_grad_dispatch_taps<T, 1>(a, x, g, acc, r0, r1, rowbuf); break;
-    case 2: weight_grad_dispatch_taps<T, 2>(a, x, g, acc, r0, r1, rowbuf); break;
-    case 3: weight_grad_dispatch_taps<T, 3>(a, x, g, acc, r0, r1, rowbuf); break;
-    default: weight_grad_dispatch_taps<T, 4>(a, x, g, acc, r0, r1, rowbuf); break;
+    case 1: weight_grad_dispatch_taps<T, 1>(a, x, g, acc, r0, r1, rowbuf, bias); break;
+    case 2: weight_grad_dispatch_taps<T, 2>(a, x, g, acc, r0, r1, rowbuf, bias); break;
+    case 3: weight_grad_dispatch_taps<T, 3>(a, x, g, acc, r0, r1, rowbuf, bias); break;
+    default: weight_grad_dispatch_taps<T, 4>(a, x, g, acc, r0, r1, rowbuf, bias); break;
   }
 }
 GRAFT_VECTOR_CLONES void forward_bf16(const FewConv& a, const float* x, const float* wt, const float* bias,
@@ -201,8 +209,8 @@ GRAFT_VECTOR_CLONES void forward_bf16(const FewConv& a, const float* x, const fl
   forward_dispatch<BFloat16>(a, x, wt, bias, out, r0, r1, rowbuf);
 }
 GRAFT_VECTOR_CLONES void weight_grad_bf16(const FewConv& a, const float* x, const BFloat16* g, float* acc,
-                                          int64_t r0, int64_t r1, float* rowbuf) {
-  weight_grad_dispatch<BFloat16>(a, x, g, acc, r0, r1, rowbuf);
+                                          int64_t r0, int64_t r1, float* rowbuf, bool bias) {
+  weight_grad_dispatch<BFloat16>(a, x, g, acc, r0, r1, rowbuf, bias);
 }
 
 FewConv few_conv(const ConvParams& p, const Tensor& x) {
@@ -257,11 +265,12 @@ void few_channels_conv_forward(const ConvParams& p, const Tensor& x, const Tenso
   });
 }
 
-Tensor few_channels_conv_weight_grad(const ConvParams& p, const Tensor& grad_out, const Tensor& x) {
+Tensor few_channels_conv_weight_grad(const ConvParams& p, const Tensor& grad_out, const Tensor& x, Tensor* grad_bias) {
   const Tensor xf = contiguous_cpu(x, kFloat32);
   const FewConv a = few_conv(p, xf);
   const int64_t rows = p.N * p.OH, chunks = std::min(rows, kWeightGradChunks);
-  const int64_t per = a.taps * a.Op;
+  const bool bias = grad_bias != nullptr;
+  const int64_t per = (a.taps + 1) * a.Op;  // the taps' rows, then the bias's
   std::vector<float> partial(static_cast<size_t>(chunks * per), 0.0f);
   parallel_for(0, chunks, 1, [&](int64_t c0, int64_t c1) {
     std::vector<float> rowbuf(static_cast<size_t>(p.OW * p.O + a.Op), 0.0f);
@@ -269,7 +278,7 @@ Tensor few_channels_conv_weight_grad(const ConvParams& p, const Tensor& grad_out
       const int64_t r0 = rows * k / chunks, r1 = rows * (k + 1) / chunks;
       float* acc = partial.data() + k * per;
       weight_grad_bf16(a, xf.data_ptr<float>(), static_cast<const BFloat16*>(grad_out.data_ptr()), acc, r0, r1,
-                       rowbuf.data());
+                       rowbuf.data(), bias);
     }
   });
   // Chunks summed in order, then [taps, Op] -> [O, C, kh, kw], rounded once.
@@ -280,6 +289,13 @@ Tensor few_channels_conv_weight_grad(const ConvParams& p, const Tensor& grad_out
         sum[static_cast<size_t>(o * a.taps + t)] += partial[static_cast<size_t>(k * per + t * a.Op + o)];
   Tensor gw = new_tensor(p.weight_sizes(), x.dtype(), x.device());
   from_float(sum.data(), static_cast<BFloat16*>(gw.data_ptr()), p.O * a.taps);
+  if (bias) {
+    std::vector<float> b(static_cast<size_t>(p.O), 0.0f);
+    for (int64_t k = 0; k < chunks; ++k)
+      for (int64_t o = 0; o < p.O; ++o) b[static_cast<size_t>(o)] += partial[static_cast<size_t>(k * per + a.taps * a.Op + o)];
+    *grad_bias = new_tensor({p.O}, grad_out.dtype(), grad_out.device());
+    from_float(b.data(), static_cast<BFloat16*>(grad_bias->data_ptr()), p.O);
+  }
   return gw;
 }
 

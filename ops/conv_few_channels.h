@@ -4,6 +4,7 @@
 //
 //   forward:        out[n, oh, ow, o] = bias[o] + sum_{c, i, j} w[o, c, i, j] x[n, c, ih, iw]
 //   weight grad:    gw[o, c, i, j]    = sum_{n, oh, ow} g[n, oh, ow, o] x[n, c, ih, iw]
+//   bias grad:      gb[o]             = sum_{n, oh, ow} g[n, oh, ow, o]   (optional, same pass)
 //                   with ih = oh * sh - ph + i * dh, iw = ow * sw - pw + j * dw (taps outside the
 //                   input read 0)
 //
@@ -34,7 +35,9 @@ bool few_channels_conv(const ConvParams& p, DType dtype);
 // out: a dense channels-last bf16 [N, O, OH, OW] tensor; x, w, bias (undefined or [O]) bf16, any strides.
 void few_channels_conv_forward(const ConvParams& p, const Tensor& x, const Tensor& w, const Tensor& bias,
                                const Tensor& out);
-// grad_out: dense channels-last bf16 [N, O, OH, OW]; returns gw [O, C, kh, kw] (contiguous, bf16).
-Tensor few_channels_conv_weight_grad(const ConvParams& p, const Tensor& grad_out, const Tensor& x);
+// grad_out: dense channels-last bf16 [N, O, OH, OW]; returns gw [O, C, kh, kw] (contiguous, bf16),
+// and sets *grad_bias (when given) to the bias gradient [O], summed in the same pass and order.
+Tensor few_channels_conv_weight_grad(const ConvParams& p, const Tensor& grad_out, const Tensor& x,
+                                     Tensor* grad_bias = nullptr);
 
 }  // namespace graft::kernels

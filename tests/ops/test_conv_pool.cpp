@@ -239,6 +239,54 @@ TEST_CASE("conv2d_backward_weight matches a direct loop") {
   }
 }
 
+TEST_CASE("conv2d_backward_weight_bias: the weight gradient and the bias's, from one pass where the kernel allows") {
+  // oneDNN's weight-gradient primitive with a bias (float32, bf16; NCHW and channels-last), the
+  // few-channels bf16 loops, the patch product, float64 loops and unbatched shapes (the last three
+  // by a sum): each against conv2d_backward_weight and a float64 sum of grad_out per channel.
+  struct Case {
+    Conv c;
+    DType dt;
+    bool channels_last;
+  };
+  std::vector<Case> cases;
+  for (const Conv& c : conv_cases())
+    for (DType dt : {kFloat32, kFloat64})
+      for (bool cl : {false, true}) cases.push_back({c, dt, cl});
+  cases.push_back({{4, 1, 10, 10, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, true}, kBFloat16, true});  // few channels
+  cases.push_back({{3, 3, 9, 9, 20, 3, 3, 2, 2, 1, 1, 1, 1, 1, true}, kBFloat16, true});    // few, odd O
+  cases.push_back({{2, 16, 8, 8, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, true}, kBFloat16, true});   // oneDNN bf16
+  cases.push_back({{2, 16, 8, 8, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, true}, kBFloat16, false});
+  cases.push_back({{4, 1, 14, 14, 16, 7, 7, 7, 7, 0, 0, 1, 1, 1, true}, kFloat32, true});   // patches
+  cases.push_back({{4, 1, 14, 14, 16, 7, 7, 7, 7, 0, 0, 1, 1, 1, true}, kBFloat16, true});
+  for (const Case& k : cases) {
+    const Conv& c = k.c;
+    INFO("C=" << c.C << " O=" << c.O << " k=" << c.kh << " groups=" << c.groups << " dtype=" << k.dt
+              << (k.channels_last ? " channels-last" : ""));
+    Tensor gy = randn(c.out()).to(k.dt), x = randn(c.in()).to(k.dt);
+    if (k.channels_last) {
+      gy = gy.contiguous(MemoryFormat::ChannelsLast);
+      x = x.contiguous(MemoryFormat::ChannelsLast);
+    }
+    std::vector<Tensor> wb = ops::conv2d_backward_weight_bias(gy, x, c.wt(), c.stride(), c.pad(), c.dil(), c.groups);
+    REQUIRE(wb.size() == 2);
+    CHECK(wb[1].sizes() == Shape{c.O});
+    CHECK(wb[1].dtype() == k.dt);
+    const double tol = k.dt == kBFloat16 ? 1e-2 : k.dt == kFloat32 ? 1e-4 : 1e-12;
+    check_close(wb[0], values(ops::conv2d_backward_weight(gy, x, c.wt(), c.stride(), c.pad(), c.dil(), c.groups)),
+                Tolerance::within(tol));
+    std::vector<double> g = values(gy.contiguous()), want(static_cast<size_t>(c.O), 0.0);
+    const int64_t plane = c.OH() * c.OW();
+    for (size_t i = 0; i < g.size(); ++i) want[static_cast<size_t>((static_cast<int64_t>(i) / plane) % c.O)] += g[i];
+    check_close(wb[1], want, Tolerance::within(tol));
+  }
+  // Unbatched, and an empty batch (a zero bias gradient).
+  Tensor gy = randn({3, 5, 5}), x = randn({2, 5, 5});
+  std::vector<Tensor> wb = ops::conv2d_backward_weight_bias(gy, x, {3, 2, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1);
+  check_close(wb[1], values(graft::sum(gy, Shape{1, 2})), Tolerance::within(1e-5));
+  wb = ops::conv2d_backward_weight_bias(randn({0, 3, 5, 5}), randn({0, 2, 5, 5}), {3, 2, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1);
+  CHECK(values(wb[1]) == std::vector<double>(3, 0.0));
+}
+
 TEST_CASE("conv2d backward kernels agree with finite differences of the forward in float64") {
   Conv c{1, 2, 5, 4, 2, 2, 3, 2, 1, 1, 1, 1, 1, 2, false};
   Tensor x = randn(c.in(), dtype(kFloat64)), w = randn(c.wt(), dtype(kFloat64)), gy = randn(c.out(), dtype(kFloat64));

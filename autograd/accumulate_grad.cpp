@@ -4,6 +4,7 @@
 #include "autograd/functional.h"
 #include "autograd/grad_mode.h"
 #include "ops/ops.h"
+#include "runtime/memory_format.h"
 
 namespace graft::autograd {
 
@@ -22,14 +23,33 @@ Tensor run_leaf_hooks(const Tensor& leaf, Tensor grad) {
   return grad;
 }
 
+// PyTorch's gradient layout contract: the .grad of a dense leaf has the leaf's strides (a
+// channels-last convolution weight gets a channels-last gradient, whatever layout its backward
+// kernel wrote), any other leaf's is contiguous. Size-1 dims' strides do not matter. An optimizer's
+// fused kernels then see one layout in a parameter, its gradient and its state (optim/optimizer.cpp).
+bool obeys_layout_contract(const Tensor& grad, const Tensor& leaf) {
+  if (grad.sizes() != leaf.sizes() || !is_non_overlapping_and_dense(leaf.sizes(), leaf.strides()))
+    return grad.is_contiguous();
+  for (int64_t d = 0; d < grad.dim(); ++d)
+    if (grad.size(d) != 1 && grad.stride(d) != leaf.stride(d)) return false;
+  return true;
+}
+Tensor clone_obeying_layout_contract(const Tensor& grad, const Tensor& leaf) {
+  if (grad.sizes() != leaf.sizes() || !is_non_overlapping_and_dense(leaf.sizes(), leaf.strides()))
+    return ops::clone(grad, MemoryFormat::Contiguous);
+  Tensor out = ops::empty_strided(leaf.sizes(), leaf.strides(), grad.dtype(), grad.device());
+  ops::copy_(out, grad);
+  return out;
+}
+
 void accumulate_into_grad(const Tensor& t, Tensor grad) {
   AutogradMeta& m = ensure_meta(t);
   std::lock_guard<std::mutex> lock(m.mutex_);
   if (!m.grad_.defined()) {
     // Steal the buffer when the engine holds the only reference and no history must be kept.
     bool stealable = !is_recording_enabled() && grad.impl_ptr().use_count() == 1 && get_meta(grad) == nullptr &&
-                     grad.is_contiguous();
-    m.grad_ = stealable ? grad : (is_recording_enabled() ? grad : ops::clone(grad));
+                     obeys_layout_contract(grad, t);
+    m.grad_ = stealable ? grad : (is_recording_enabled() ? grad : clone_obeying_layout_contract(grad, t));
   } else if (!is_recording_enabled()) {
     ops::add_(m.grad_, grad);
   } else {

@@ -1,5 +1,7 @@
 #include "ops/fused_optim_plan.h"
 
+#include "runtime/memory_format.h"
+
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -23,8 +25,13 @@ void check_fused_update(const char* op, const std::vector<std::pair<const char*,
                 describe(*t), ") does not match the parameter (", describe(p), ")",
                 is_state && want != p.dtype() ? " with float32 state" : "");
     GRAFT_CHECK(is_floating(t->dtype()), op, ": expected floating point tensors, got ", name, " ", describe(*t));
-    GRAFT_CHECK(t->is_contiguous(), op, ": ", name, " must be contiguous, got ", describe(*t), " with strides ",
-                shape_str(t->strides()));
+    // The kernels walk memory in order: every tensor dense in the parameter's layout (contiguous,
+    // or channels-last as a CNN's convolution weights and, by the layout contract, their gradients).
+    bool same_layout = is_non_overlapping_and_dense(t->sizes(), t->strides());
+    for (int64_t d = 0; same_layout && d < t->dim(); ++d)
+      same_layout = t->size(d) == 1 || t->stride(d) == p.stride(d);
+    GRAFT_CHECK(same_layout, op, ": ", name, " must be dense with the parameter's strides ", shape_str(p.strides()),
+                ", got ", describe(*t), " with strides ", shape_str(t->strides()));
   }
   for (size_t i = 0; i < tensors.size(); ++i)
     for (size_t j = i + 1; j < tensors.size(); ++j)

@@ -6,6 +6,7 @@
 #include "autograd/grad_mode.h"
 #include "autograd/zero_grad.h"
 #include "ops/fused_optim_plan.h"
+#include "runtime/memory_format.h"
 #include "ops/ops.h"
 
 namespace graft::optim {
@@ -28,20 +29,35 @@ Tensor grad_of(const Tensor& p) {
   return g;
 }
 
-// The fused kernels (ops/fused_optim.cpp, cuda/) take contiguous tensors that match the
-// parameter (state: float32 for a 16-bit parameter); anything else (a strided or differently typed
-// gradient) takes the op-by-op path, which computes the same update.
+// The fused kernels (ops/fused_optim.cpp, cuda/) take tensors dense in the parameter's layout
+// (contiguous, or a channels-last weight's: its gradient has the same by the layout contract,
+// autograd/accumulate_grad.cpp, and its state is made like it) that match the parameter (state:
+// float32 for a 16-bit parameter); anything else (a strided or differently typed gradient) takes
+// the op-by-op path, which computes the same update.
+bool same_dense_layout(const Tensor& p, const Tensor& t) {
+  if (t.sizes() != p.sizes() || !is_non_overlapping_and_dense(t.sizes(), t.strides())) return false;
+  for (int64_t d = 0; d < t.dim(); ++d)
+    if (t.size(d) != 1 && t.stride(d) != p.stride(d)) return false;
+  return true;
+}
 bool fusable(const Tensor& p, const Tensor& g) {
-  return is_floating(p.dtype()) && p.is_contiguous() && g.is_contiguous() && g.dtype() == p.dtype() &&
-         g.device() == p.device() && g.sizes() == p.sizes() && g.data_ptr() != p.data_ptr();
+  return is_floating(p.dtype()) && is_non_overlapping_and_dense(p.sizes(), p.strides()) && same_dense_layout(p, g) &&
+         g.dtype() == p.dtype() && g.device() == p.device() && g.data_ptr() != p.data_ptr();
 }
 bool fusable_state(const Tensor& p, const Tensor& s) {
-  return !s.defined() || (s.is_contiguous() && s.dtype() == kernels::fused_state_dtype(p.dtype()));
+  return !s.defined() || (same_dense_layout(p, s) && s.dtype() == kernels::fused_state_dtype(p.dtype()));
 }
 
-// A new state tensor for p: zeros (or uninitialised) like p, float32 for a 16-bit parameter.
+// A new state tensor for p: zeros (or uninitialised) like p, float32 for a 16-bit parameter, and
+// in p's layout where p is dense (a channels-last weight's state is channels-last, so the fused
+// kernels take it).
 Tensor new_state(const Tensor& p, bool zero) {
-  TensorOptions o = TensorOptions().dtype(kernels::fused_state_dtype(p.dtype()));
+  const DType dt = kernels::fused_state_dtype(p.dtype());
+  if (!p.is_contiguous() && is_non_overlapping_and_dense(p.sizes(), p.strides())) {
+    Tensor s = ops::empty_strided(p.sizes(), p.strides(), dt, p.device());
+    return zero ? s.zero_() : s;
+  }
+  TensorOptions o = TensorOptions().dtype(dt);
   return zero ? graft::zeros_like(p, o) : graft::empty_like(p, o);
 }
 

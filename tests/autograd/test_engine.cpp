@@ -432,3 +432,25 @@ TEST_CASE("queue_callback runs once the graph task has run its last node", "[eng
   CHECK_THROWS_WITH((b * 2).sum().backward(), Catch::Contains("boom"));
   CHECK_FALSE(ran);
 }
+
+TEST_CASE("a leaf's gradient has the leaf's strides where the leaf is dense, as PyTorch's layout contract") {
+  // Channels-last and transposed leaves get gradients in their own layout, whatever layout the
+  // backward wrote; a leaf that is not dense gets a contiguous one. Values are unchanged.
+  manual_seed(2);
+  Tensor cl = randn({2, 3, 4, 5}).contiguous(MemoryFormat::ChannelsLast).requires_grad_();
+  Tensor tr = randn({5, 4}).t().requires_grad_();  // dense, transposed
+  Tensor gapped = randn({4, 10}).narrow(1, 0, 5).detach().requires_grad_();  // not dense
+  // Gradients written contiguous by a contiguous upstream: x * c for a contiguous c.
+  Tensor c4 = randn({2, 3, 4, 5}), c2 = randn({4, 5}), c3 = randn({4, 5});
+  (graft::mul(cl, c4).sum() + graft::mul(tr, c2).sum() + graft::mul(gapped, c3).sum()).backward();
+  CHECK(cl.grad().strides() == cl.strides());
+  CHECK(tr.grad().strides() == tr.strides());
+  CHECK(gapped.grad().is_contiguous());
+  CHECK(cl.grad().contiguous().to_vector<float>() == c4.to_vector<float>());
+  CHECK(tr.grad().contiguous().to_vector<float>() == c2.to_vector<float>());
+  CHECK(gapped.grad().contiguous().to_vector<float>() == c3.to_vector<float>());
+  // Accumulation keeps the layout.
+  graft::mul(cl, c4).sum().backward();
+  CHECK(cl.grad().strides() == cl.strides());
+  CHECK(cl.grad().contiguous().to_vector<float>() == (c4 * 2.0).to_vector<float>());
+}

@@ -302,6 +302,49 @@ TEST_CASE("a strided gradient takes the op-by-op path with the same result") {
   CHECK(a.to_vector<float>() == b.to_vector<float>());
 }
 
+TEST_CASE("a channels-last convolution weight steps fused, its gradient and state in its layout, with the op-by-op bits") {
+  // The gradient layout contract (autograd/accumulate_grad.cpp) gives the weight a channels-last
+  // .grad although the weight-gradient kernel writes OIHW; the state is made channels-last too, so
+  // the fused kernel takes all four.
+  manual_seed(9);
+  auto run = [](bool fused, OpProfiler& prof) {
+    manual_seed(9);
+    nn::Conv2d conv(8, 16, 3, 1, 1);
+    conv.to(MemoryFormat::ChannelsLast);
+    Tensor x = randn({2, 8, 6, 6}).contiguous(MemoryFormat::ChannelsLast);
+    optim::Adam opt(conv.parameters(), 1e-2);
+    opt.fused = fused;
+    for (int s = 0; s < 3; ++s) {
+      opt.zero_grad(true);
+      conv.forward(x).pow(2).sum().backward();
+      const Tensor w = conv.parameters()[0];
+      REQUIRE(w.is_contiguous(MemoryFormat::ChannelsLast));
+      CHECK(w.grad().strides() == w.strides());
+      OpProfiler::Scope on(prof);
+      opt.step();
+    }
+    return conv.parameters()[0].to_vector<float>();
+  };
+  OpProfiler fused_prof, plain_prof;
+  const std::vector<float> fused = run(true, fused_prof), plain = run(false, plain_prof);
+  CHECK(fused == plain);
+  int64_t fused_calls = 0, other = 0;
+  std::string others;
+  for (const OpProfiler::Row& r : fused_prof.rows()) {
+    if (r.name == "_fused_adam_") fused_calls += r.calls;
+    else if (r.name != "empty_strided" && r.name != "fill_" && r.name != "full") other += r.calls, others += r.name + " ";
+  }
+  INFO("update ops besides the fused kernel (the state's zeros aside): " << others);
+  CHECK(fused_calls == 2 * 3);  // weight and bias, every step
+  CHECK(other == 0);
+  // A gradient in another layout than the weight still steps (op by op), and the kernel itself
+  // names the layout it wants.
+  Tensor p = randn({4, 3, 2, 2}).contiguous(MemoryFormat::ChannelsLast), m = zeros({4, 3, 2, 2}), v = zeros({4, 3, 2, 2});
+  ops::FusedAdamArgs args{0.1, 0.9, 0.999, 0, 1e-8, 0.1, 0.001, false};
+  CHECK_THROWS_WITH(ops::fused_adam_(p, m, v, randn({4, 3, 2, 2}), args),
+                    Catch::Contains("_fused_adam_") && Catch::Contains("the parameter's strides [12, 1, 6, 3]"));
+}
+
 TEST_CASE("fused update kernels reject mismatched tensors with the op's name") {
   Tensor p = zeros({3}), m = zeros({3}), v = zeros({3}), g = zeros({4});
   ops::FusedAdamArgs args{0.1, 0.9, 0.999, 0, 1e-8, 0.1, 0.001, false};

@@ -30,9 +30,7 @@ Tensor run_leaf_hooks(const Tensor& leaf, Tensor grad) {
 bool obeys_layout_contract(const Tensor& grad, const Tensor& leaf) {
   if (grad.sizes() != leaf.sizes() || !is_non_overlapping_and_dense(leaf.sizes(), leaf.strides()))
     return grad.is_contiguous();
-  for (int64_t d = 0; d < grad.dim(); ++d)
-    if (grad.size(d) != 1 && grad.stride(d) != leaf.stride(d)) return false;
-  return true;
+  return is_dense_like(grad.sizes(), grad.strides(), leaf.strides());
 }
 Tensor clone_obeying_layout_contract(const Tensor& grad, const Tensor& leaf) {
   if (grad.sizes() != leaf.sizes() || !is_non_overlapping_and_dense(leaf.sizes(), leaf.strides()))

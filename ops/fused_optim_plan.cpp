@@ -27,10 +27,7 @@ void check_fused_update(const char* op, const std::vector<std::pair<const char*,
     GRAFT_CHECK(is_floating(t->dtype()), op, ": expected floating point tensors, got ", name, " ", describe(*t));
     // The kernels walk memory in order: every tensor dense in the parameter's layout (contiguous,
     // or channels-last as a CNN's convolution weights and, by the layout contract, their gradients).
-    bool same_layout = is_non_overlapping_and_dense(t->sizes(), t->strides());
-    for (int64_t d = 0; same_layout && d < t->dim(); ++d)
-      same_layout = t->size(d) == 1 || t->stride(d) == p.stride(d);
-    GRAFT_CHECK(same_layout, op, ": ", name, " must be dense with the parameter's strides ", shape_str(p.strides()),
+    GRAFT_CHECK(is_dense_like(t->sizes(), t->strides(), p.strides()), op, ": ", name, " must be dense with the parameter's strides ", shape_str(p.strides()),
                 ", got ", describe(*t), " with strides ", shape_str(t->strides()));
   }
   for (size_t i = 0; i < tensors.size(); ++i)

@@ -35,10 +35,7 @@ Tensor grad_of(const Tensor& p) {
 // float32 for a 16-bit parameter); anything else (a strided or differently typed gradient) takes
 // the op-by-op path, which computes the same update.
 bool same_dense_layout(const Tensor& p, const Tensor& t) {
-  if (t.sizes() != p.sizes() || !is_non_overlapping_and_dense(t.sizes(), t.strides())) return false;
-  for (int64_t d = 0; d < t.dim(); ++d)
-    if (t.size(d) != 1 && t.stride(d) != p.stride(d)) return false;
-  return true;
+  return t.sizes() == p.sizes() && is_dense_like(t.sizes(), t.strides(), p.strides());
 }
 bool fusable(const Tensor& p, const Tensor& g) {
   return is_floating(p.dtype()) && is_non_overlapping_and_dense(p.sizes(), p.strides()) && same_dense_layout(p, g) &&

@@ -68,4 +68,12 @@ bool is_non_overlapping_and_dense(const Shape& sizes, const Shape& strides) {
   return true;
 }
 
+bool is_dense_like(const Shape& sizes, const Shape& strides, const Shape& like) {
+  if (strides.size() != sizes.size() || like.size() != sizes.size() || !is_non_overlapping_and_dense(sizes, strides))
+    return false;
+  for (size_t d = 0; d < sizes.size(); ++d)
+    if (sizes[d] != 1 && strides[d] != like[d]) return false;
+  return true;
+}
+
 }  // namespace graft

@@ -37,5 +37,11 @@ bool strides_like_channels_last(const Shape& sizes, const Shape& strides);
 // Whether the elements fill one gap-free block in some dim order (any permutation of a
 // contiguous layout): such a layout can be reproduced by a fresh allocation with the same strides.
 bool is_non_overlapping_and_dense(const Shape& sizes, const Shape& strides);
+// Whether strides lay `sizes` out densely in the layout of `like` (another tensor's strides for the
+// same sizes): non-overlapping and dense, with like's stride in every dim of size above 1 (a size-1
+// dim's stride moves no memory). Two such tensors walk their elements in one memory order: PyTorch's
+// gradient layout contract, and what the fused optimizer kernels need of a parameter, its gradient
+// and its state.
+bool is_dense_like(const Shape& sizes, const Shape& strides, const Shape& like);
 
 }  // namespace graft

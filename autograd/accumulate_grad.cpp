@@ -28,6 +28,7 @@ Tensor run_leaf_hooks(const Tensor& leaf, Tensor grad) {
 // kernel wrote), any other leaf's is contiguous. Size-1 dims' strides do not matter. An optimizer's
 // fused kernels then see one layout in a parameter, its gradient and its state (optim/optimizer.cpp).
 bool obeys_layout_contract(const Tensor& grad, const Tensor& leaf) {
+  if (grad.is_contiguous() && leaf.is_contiguous()) return true;  // the common case, without the stride sort
   if (grad.sizes() != leaf.sizes() || !is_non_overlapping_and_dense(leaf.sizes(), leaf.strides()))
     return grad.is_contiguous();
   return is_dense_like(grad.sizes(), grad.strides(), leaf.strides());

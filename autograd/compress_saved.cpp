@@ -39,7 +39,7 @@ struct Encoded {
   DType dtype = kFloat32;
   Shape sizes;
   int64_t version = 0;
-  Shape inverse;  // a tensor packed in its memory order (see memory_order, stride_order): permute the decoded one by this
+  Shape inverse;  // packed in its memory order (stride_order, memory_order): permute the decoded one by this
 };
 using EncodedPtr = std::shared_ptr<const Encoded>;
 
@@ -65,25 +65,13 @@ struct RegionEntry {
 // otherwise ([N, F], [B, T, C]: features).
 int64_t channel_dim(const Tensor& t) { return t.dim() >= 4 ? 1 : t.dim() - 1; }
 
-// The dims of a dense but non-contiguous tensor (a channels-last activation) from outermost to
-// innermost in memory, so that t.permute(order) is contiguous: the codecs whose kernels read and
-// write row-major (masks, int8) then pack memory in order, and the decoded tensor permuted back has
-// t's strides again. A relu's in-place backward needs the mask in the gradient's layout; without
-// this a channels-last CNN paid an out-of-place threshold_backward, a whole activation, at its
-// peak. Empty when t is contiguous or not dense.
-Shape memory_order(const Tensor& t) {
-  if (t.is_contiguous() || !is_non_overlapping_and_dense(t.sizes(), t.strides())) return {};
-  Shape order(static_cast<size_t>(t.dim()));
-  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int64_t>(i);
-  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return t.stride(a) > t.stride(b); });
-  return order;
-}
-// bf16's order for any strided tensor, dense or not (a head's view of a fused qkv projection): its
-// dims outermost to innermost by stride, so that the copy reads runs of memory in order and the
-// decoded tensor, permuted back, is laid out in t's order (without its gaps). A view of q, k or v
-// decoded row-major made sdpa's gradients row-major in [B, H, L, E], which the heads' merge could not
-// view: a clone per tensor, and a gather by 16 values per pack (93 us against 8 in order, for a
-// ViT's [128, 4, 17, 16] query). Empty when t is contiguous or already in order.
+// t's dims outermost to innermost in memory (by stride), for any strided tensor, dense or not;
+// empty when t is contiguous or already in that order. bf16 packs every non-contiguous save so (a
+// head's view of a fused qkv projection): the copy reads runs of memory in order and the decoded
+// tensor, permuted back, is laid out in t's order (without its gaps). A view of q, k or v decoded
+// row-major made sdpa's gradients row-major in [B, H, L, E], which the heads' merge could not view:
+// a clone per tensor, and a gather by 16 values per pack (93 us against 8 in order, for a ViT's
+// [128, 4, 17, 16] query).
 Shape stride_order(const Tensor& t) {
   if (t.is_contiguous()) return {};
   Shape order(static_cast<size_t>(t.dim()));
@@ -92,6 +80,14 @@ Shape stride_order(const Tensor& t) {
   for (size_t i = 0; i < order.size(); ++i)
     if (order[i] != static_cast<int64_t>(i)) return order;
   return {};
+}
+// The same order for a dense but non-contiguous tensor (a channels-last activation), where
+// t.permute(order) is contiguous: the codecs whose kernels read and write row-major (masks, int8)
+// then pack memory in order, and the decoded tensor permuted back has t's strides again. A relu's
+// in-place backward needs the mask in the gradient's layout; without this a channels-last CNN paid
+// an out-of-place threshold_backward, a whole activation, at its peak. Empty when t is not dense.
+Shape memory_order(const Tensor& t) {
+  return is_non_overlapping_and_dense(t.sizes(), t.strides()) ? stride_order(t) : Shape{};
 }
 Shape inverse_of(const Shape& order) {
   Shape inv(order.size());

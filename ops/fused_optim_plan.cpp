@@ -1,10 +1,10 @@
 #include "ops/fused_optim_plan.h"
 
-#include "runtime/memory_format.h"
-
 #include <string_view>
 #include <utility>
 #include <vector>
+
+#include "runtime/memory_format.h"
 
 namespace graft::kernels {
 
@@ -27,8 +27,9 @@ void check_fused_update(const char* op, const std::vector<std::pair<const char*,
     GRAFT_CHECK(is_floating(t->dtype()), op, ": expected floating point tensors, got ", name, " ", describe(*t));
     // The kernels walk memory in order: every tensor dense in the parameter's layout (contiguous,
     // or channels-last as a CNN's convolution weights and, by the layout contract, their gradients).
-    GRAFT_CHECK(is_dense_like(t->sizes(), t->strides(), p.strides()), op, ": ", name, " must be dense with the parameter's strides ", shape_str(p.strides()),
-                ", got ", describe(*t), " with strides ", shape_str(t->strides()));
+    GRAFT_CHECK(is_dense_like(t->sizes(), t->strides(), p.strides()), op, ": ", name,
+                " must be dense with the parameter's strides ", shape_str(p.strides()), ", got ", describe(*t),
+                " with strides ", shape_str(t->strides()));
   }
   for (size_t i = 0; i < tensors.size(); ++i)
     for (size_t j = i + 1; j < tensors.size(); ++j)

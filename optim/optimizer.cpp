@@ -6,8 +6,8 @@
 #include "autograd/grad_mode.h"
 #include "autograd/zero_grad.h"
 #include "ops/fused_optim_plan.h"
-#include "runtime/memory_format.h"
 #include "ops/ops.h"
+#include "runtime/memory_format.h"
 
 namespace graft::optim {
 

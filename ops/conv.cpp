@@ -21,10 +21,11 @@
 // bfloat16 runs on oneDNN's bf16 primitives (f32 accumulation, one rounding of each result; the
 // weight gradient comes back in bf16, as PyTorch's), the same code with bf16 descriptors, and the
 // weight cache holds bf16 copies. Where oneDNN has no bf16 kernel for bf16 hardware (oneDNN 2.6
-// under ONEDNN_MAX_CPU_ISA=AVX2 has none, under AVX512_CORE only a slow emulation: see
-// dnnl_utils::use_bf16_primitives), or cannot create one for a shape, and always for float16 (oneDNN 2.6 has no f16 convolution for this
-// CPU), the operands are converted to float32, the float32 primitive runs and each result is
-// rounded once (run_conv).
+// under ONEDNN_MAX_CPU_ISA=AVX2 has none, under AVX512_CORE only a slow emulation), or its kernel
+// is no faster than float32 (Intel without AMX; see dnnl_utils::use_bf16_primitives), or it cannot
+// create one for a shape, and always for float16 (oneDNN 2.6 has no f16 convolution for this CPU),
+// the operands are converted to float32, the float32 primitive runs and each result is rounded
+// once (run_conv).
 #include <algorithm>
 #include <list>
 #include <mutex>

@@ -43,9 +43,23 @@ const std::string& bf16_matmul_impl() {
   return impl;
 }
 
+bool choose_bf16_primitives(const std::string& impl, bool intel_cpu, const std::string& setting) {
+  if (setting != "" && setting != "auto" && setting != "on" && setting != "off")
+    GRAFT_ERROR("GRAFT_BF16_PRIMITIVES='", setting, "': expected on, off or auto");
+  const bool amx = impl.find("amx") != std::string::npos;
+  const bool hardware = amx || impl.find("bf16") != std::string::npos;  // not gemm:jit's emulation
+  if (!hardware || setting == "off") return false;
+  if (setting == "on") return true;
+  return amx || !intel_cpu;
+}
+
 bool use_bf16_primitives() {
-  const std::string& impl = bf16_matmul_impl();
-  return impl.find("bf16") != std::string::npos || impl.find("amx") != std::string::npos;
+  static const bool use = [] {
+    const char* setting = std::getenv("GRAFT_BF16_PRIMITIVES");
+    __builtin_cpu_init();
+    return choose_bf16_primitives(bf16_matmul_impl(), __builtin_cpu_is("intel"), setting ? setting : "");
+  }();
+  return use;
 }
 
 bool amx_bf16() {

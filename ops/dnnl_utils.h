@@ -21,6 +21,15 @@
 //   avx512_core) at 0.3-0.4x the float path's speed (1024^3 matmul, one thread: 69 against 175
 //   GFLOP/s). float16 always takes the float path on the CPU: oneDNN 2.6 has no f16 matmul or
 //   convolution for it to use.
+// - A real bf16 kernel is used only where it beats the float path: on AMX tiles, and on AVX512_BF16
+//   dot products of CPUs other than Intel's (AMD Zen 4: 463 against 203 GFLOP/s, 1024^3 matmul,
+//   one thread). On an Intel CPU without AMX (Cooper Lake, or a Sapphire/Emerald Rapids whose VM
+//   hides the tiles), VDPBF16PS issues on one port where float FMAs issue on two, so its peak is
+//   the float peak, and oneDNN 2.6's bf16 kernels measured 0.6-0.7x its float ones (Emerald
+//   Rapids, 2 threads: 1024^3 matmul 152 against 243 GFLOP/s, the CNN's 3x3 convolution's forward,
+//   data and weight gradients 2.6-3.4 ms against 1.6-2.3 ms). Rounding to float32 copies costs a
+//   few percent of that. GRAFT_BF16_PRIMITIVES=on|off|auto (read once) overrides the choice, so
+//   tests can run both paths on one machine.
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <cstdint>
@@ -42,9 +51,14 @@ dnnl::memory::data_type to_dnnl(DType t);  // float32, bfloat16; throws for the 
 // "gemm:jit", ...), or "" when it cannot create one (ONEDNN_MAX_CPU_ISA below AVX512_CORE).
 // Probed once, at the first call (oneDNN reads its ISA cap once too).
 const std::string& bf16_matmul_impl();
-// Whether the kernels use oneDNN's bf16 primitives: the probe picked a kernel for bf16 hardware
-// (AVX512_BF16 dot products or AMX tiles), not an emulation.
+// Whether the kernels use oneDNN's bf16 primitives: choose_bf16_primitives on the probe, this CPU's
+// vendor and GRAFT_BF16_PRIMITIVES, decided once.
 bool use_bf16_primitives();
+// The rule behind use_bf16_primitives, pure so that it can be tested for every CPU: `impl` is
+// bf16_matmul_impl()'s answer, `setting` GRAFT_BF16_PRIMITIVES ("" or "auto", "on", "off"). "on"
+// still needs a kernel for bf16 hardware (an emulation or no kernel never pays). Throws
+// graft::Error naming the accepted values for any other setting.
+bool choose_bf16_primitives(const std::string& impl, bool intel_cpu, const std::string& setting);
 // Whether those bf16 primitives run on AMX tiles (Sapphire Rapids and later).
 bool amx_bf16();
 

@@ -6,7 +6,7 @@
 //                       product of at most 4 rows and 256K multiply-adds (a decode step's linear)
 //                       in plain dot-product loops instead (small_rows_f32: cheaper than the call)
 //   bfloat16         -> oneDNN's bf16 matmul (f32 accumulation, one rounding of the result) where
-//                       it runs on bf16 hardware (dnnl_utils::use_bf16_primitives); else the float
+//                       it beats float32 here (dnnl_utils::use_bf16_primitives); else the float
 //                       path below
 //   float16          -> the float path: oneDNN 2.6 has no f16 matmul for this CPU
 //   float64 / int64  -> blocked i-k-j loops here (oneDNN has no f64 matmul; gradchecks need it)

@@ -20,7 +20,11 @@ namespace {
 std::string bf16_line() {
   const std::string& impl = dnnl_utils::bf16_matmul_impl();
   if (impl.empty()) return "none (bf16 falls back to graft's float path)";
-  return impl + (dnnl_utils::use_bf16_primitives() ? " (matmul)" : " (matmul; emulated, so graft computes bf16 in float32)");
+  if (dnnl_utils::use_bf16_primitives()) return impl + " (matmul)";
+  const bool hardware = dnnl_utils::choose_bf16_primitives(impl, false, "on");
+  return impl + (hardware ? " (matmul; no faster than float32 on this CPU, so graft computes bf16 in float32;"
+                            " GRAFT_BF16_PRIMITIVES=on uses it)"
+                          : " (matmul; emulated, so graft computes bf16 in float32)");
 }
 
 int run_info() {

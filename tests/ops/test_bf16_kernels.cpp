@@ -10,7 +10,9 @@
 // meson runs this executable twice: as is, and as ops/test_bf16_kernels_avx2 with
 // GRAFT_MAX_CPU_ISA=AVX2 and ONEDNN_MAX_CPU_ISA=AVX2, where oneDNN 2.6 cannot create bf16
 // primitives and every case here takes graft's float path ("oneDNN's bf16 support is what
-// ONEDNN_MAX_CPU_ISA allows" checks that the cap really took effect).
+// ONEDNN_MAX_CPU_ISA allows" checks that the cap really took effect), and a third time as
+// ops/test_bf16_kernels_primitives with GRAFT_BF16_PRIMITIVES=on, so oneDNN's bf16 kernels are
+// tested on a CPU whose own choice is the float path (Intel without AMX).
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
@@ -67,10 +69,38 @@ TEST_CASE("oneDNN's bf16 support is what ONEDNN_MAX_CPU_ISA allows") {
     CHECK_FALSE(impl.empty());
     CHECK_FALSE(dnnl_utils::use_bf16_primitives());
   } else if (cap.empty() && detected_cpu_isa() >= CpuIsa::Avx512CoreBf16) {
-    CHECK(dnnl_utils::use_bf16_primitives());
+    // A kernel for bf16 hardware; whether graft uses it is the CPU's rule, or the override.
+    CHECK(dnnl_utils::choose_bf16_primitives(impl, true, "on"));
+    const std::string setting = env_or_empty("GRAFT_BF16_PRIMITIVES");
+    __builtin_cpu_init();
+    CHECK(dnnl_utils::use_bf16_primitives() ==
+          dnnl_utils::choose_bf16_primitives(impl, __builtin_cpu_is("intel"), setting));
+    if (setting == "on") CHECK(dnnl_utils::use_bf16_primitives());
   } else if (cap.empty() && detected_cpu_isa() >= CpuIsa::Avx512Core) {
     CHECK_FALSE(impl.empty());
   }
+}
+
+TEST_CASE("bf16 primitives are chosen where they beat float32: AMX, AMD's AVX512_BF16, or when asked") {
+  using dnnl_utils::choose_bf16_primitives;
+  const std::string amx = "brg:avx512_core_amx", dot = "brg:avx512_core_bf16", emulated = "gemm:jit";
+  for (bool intel : {true, false}) {
+    INFO("intel " << intel);
+    CHECK(choose_bf16_primitives(amx, intel, ""));
+    CHECK(choose_bf16_primitives(amx, intel, "auto"));
+    CHECK_FALSE(choose_bf16_primitives(amx, intel, "off"));
+    CHECK(choose_bf16_primitives(dot, intel, "on"));
+    CHECK_FALSE(choose_bf16_primitives(dot, intel, "off"));
+    // An emulation or no kernel never pays, even when asked for.
+    for (const std::string& none : {emulated, std::string()}) {
+      for (const char* setting : {"", "on", "off"}) CHECK_FALSE(choose_bf16_primitives(none, intel, setting));
+    }
+  }
+  // One port for vdpbf16ps on Intel: the float path; twice the float rate on AMD: the bf16 kernel.
+  CHECK_FALSE(choose_bf16_primitives(dot, true, ""));
+  CHECK(choose_bf16_primitives(dot, false, ""));
+  CHECK_THROWS_WITH(choose_bf16_primitives(dot, true, "yes"), Catch::Contains("GRAFT_BF16_PRIMITIVES") &&
+                                                                  Catch::Contains("on, off or auto"));
 }
 
 TEST_CASE("mm, bmm, matmul and linear in bf16/f16 return the dtype and match float32") {

@@ -301,11 +301,57 @@ void run_conv(int64_t kind, const ConvParams& p, const Tensor& in0, const Tensor
     return;
   }
   if (dt == kBFloat16 && du::use_bf16_primitives() && run_conv_dnnl(kind, p, in0, in1, out, bias, nhwc)) return;
-  Tensor fout = new_tensor_in_format(out, MemoryFormat::Preserve, kFloat32, out.device());
-  Tensor fbias = float_copy(bias);
-  run_conv_dnnl(kind, p, float_copy(in0), float_copy(in1), fout, fbias, nhwc);
-  device_copy(out, fout);
-  if (kind == kKeyConvBwdWeights && bias.defined()) device_copy(bias, fbias);  // the bias's gradient, an output here
+  // The float path, a chunk of the batch at a time once the float32 copies of the activations (in0
+  // and out, or in0 and in1 for the weight gradient) pass kFloatChunkValues (4 MiB), as the matmul
+  // family's float path tiles its products (ops/linalg.cpp): whole float32 twins of a large layer
+  // would sit on top of its 16-bit result.
+  constexpr int64_t kFloatChunkValues = int64_t{1} << 20;
+  const bool wgrad = kind == kKeyConvBwdWeights;
+  const Tensor& act1 = wgrad ? in1 : out;  // the other batch-major tensor
+  int64_t chunk = p.N;
+  if (p.batched && p.N > 1) {
+    const int64_t per_sample = std::max<int64_t>(1, (in0.numel() + act1.numel()) / p.N);
+    const int64_t want = std::max<int64_t>(1, kFloatChunkValues / per_sample);
+    const int64_t pieces = (p.N + want - 1) / want;
+    chunk = (p.N + pieces - 1) / pieces;  // even chunks
+  }
+  auto part = [&](const Tensor& t, int64_t n0, int64_t len) { return len == p.N ? t : t.narrow(0, n0, len); };
+  // Forward and data gradient: the weights (and forward's bias) converted once.
+  Tensor fw = wgrad ? Tensor() : float_copy(in1), fbias = wgrad ? Tensor() : float_copy(bias);
+  Tensor gw_sum, gb_sum;  // the weight gradient's float32 sums over the chunks
+  for (int64_t n0 = 0; n0 < p.N; n0 += chunk) {
+    const int64_t len = std::min(chunk, p.N - n0);
+    ConvParams pc = p;
+    pc.N = len;
+    Tensor fin0 = float_copy(part(in0, n0, len));
+    if (!wgrad) {
+      Tensor o = part(out, n0, len);
+      Tensor fo = new_tensor_in_format(o, MemoryFormat::Preserve, kFloat32, o.device());
+      run_conv_dnnl(kind, pc, fin0, fw, fo, fbias, nhwc);
+      device_copy(o, fo);
+      continue;
+    }
+    Tensor gw = new_tensor(out.sizes(), kFloat32, out.device());
+    Tensor gb = bias.defined() ? new_tensor(bias.sizes(), kFloat32, bias.device()) : Tensor();
+    run_conv_dnnl(kind, pc, fin0, float_copy(part(in1, n0, len)), gw, gb, nhwc);
+    if (!gw_sum.defined()) {
+      gw_sum = gw;
+      gb_sum = gb;
+      continue;
+    }
+    // Weight-sized (small): plain loops on this thread.
+    auto add_into = [](const Tensor& acc, const Tensor& x) {
+      float* a = acc.data_ptr<float>();
+      const float* b = x.data_ptr<float>();
+      for (int64_t i = 0; i < acc.numel(); ++i) a[i] += b[i];
+    };
+    add_into(gw_sum, gw);
+    if (gb.defined()) add_into(gb_sum, gb);
+  }
+  if (wgrad) {
+    device_copy(out, gw_sum);
+    if (bias.defined()) device_copy(bias, gb_sum);  // the bias's gradient, an output here
+  }
 }
 
 // ---- patch embeddings: the weight gradient as one matrix product ----

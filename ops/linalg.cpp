@@ -135,15 +135,58 @@ void to_float_operand(MatOperand& op) {
   op.strides = op.t.strides();
 }
 
+// The float path's copies of the larger operand and of the result are made a tile at a time (rows
+// of a and of out, or columns of b and of out) once they pass kFloatTileValues float32 values
+// (4 MiB); the smaller operand is converted whole. Whole float32 twins of a large product would sit
+// on top of its 16-bit result (a [8192, 4096] x [4096, 4096] linear: 256 MiB). Smaller tiles cost
+// speed: at 256 KiB the ViT's and MLP's products ran 1.3-2x slower (more, smaller oneDNN calls), so
+// the budget bounds large products only; at least kMinFloatTile rows or columns per tile.
+constexpr int64_t kFloatTileValues = int64_t{1} << 20, kMinFloatTile = 64;
+
+// op's rows (dim -2) or columns (dim -1) [start, start + len), as a view of the same storage.
+MatOperand narrow_operand(const MatOperand& op, bool rows, int64_t start, int64_t len) {
+  MatOperand r = op;
+  const size_t d = op.sizes.size() - (rows ? 2 : 1);
+  r.sizes[d] = len;
+  r.t = Tensor(std::make_shared<TensorImpl>(op.t.impl()->storage(), op.t.dtype(), r.sizes, r.strides,
+                                            op.t.storage_offset() + start * op.strides[d]));
+  return r;
+}
+
 // A bfloat16/float16 product computed in float32 and rounded once into `out` (see the header).
 void matmul_via_float(MatOperand a, MatOperand b, const Shape& out_sizes, const Tensor& out, const Tensor& bias,
                       bool accumulate) {
-  to_float_operand(a);
-  to_float_operand(b);
-  Tensor fout = accumulate ? contiguous_as(out, kFloat32) : new_tensor(out.sizes(), kFloat32, out.device());
+  const size_t nd = out_sizes.size();
+  const int64_t n = out_sizes[nd - 2], m = out_sizes[nd - 1], k = a.cols();
+  const bool by_rows = shape_numel(a.sizes) >= shape_numel(b.sizes);  // tile the larger operand
+  const int64_t span = by_rows ? n : m;
+  const int64_t tile = std::max(kMinFloatTile, kFloatTileValues / std::max<int64_t>(1, by_rows ? k + m : k + n));
   Tensor fbias = bias.defined() ? contiguous_as(bias, kFloat32) : Tensor();
-  matmul_dnnl(kFloat32, std::move(a), std::move(b), out_sizes, fout.data_ptr(), fbias, accumulate);
-  device_copy(out, fout);
+  if (tile >= span || shape_numel(out_sizes) != n * m) {  // small, or batched: whole
+    to_float_operand(a);
+    to_float_operand(b);
+    Tensor fout = accumulate ? contiguous_as(out, kFloat32) : new_tensor(out.sizes(), kFloat32, out.device());
+    matmul_dnnl(kFloat32, std::move(a), std::move(b), out_sizes, fout.data_ptr(), fbias, accumulate);
+    device_copy(out, fout);
+    return;
+  }
+  to_float_operand(by_rows ? b : a);
+  // out in out_sizes (it is contiguous; a matrix-vector product's out has fewer dims).
+  const Tensor out_view(std::make_shared<TensorImpl>(out.impl()->storage(), out.dtype(), out_sizes,
+                                                     contiguous_strides(out_sizes), out.storage_offset()));
+  for (int64_t s0 = 0; s0 < span; s0 += tile) {
+    const int64_t len = std::min(tile, span - s0);
+    MatOperand part = narrow_operand(by_rows ? a : b, by_rows, s0, len);
+    to_float_operand(part);
+    Shape part_sizes = out_sizes;
+    part_sizes[by_rows ? nd - 2 : nd - 1] = len;
+    Tensor o = out_view.narrow(static_cast<int64_t>(by_rows ? nd - 2 : nd - 1), s0, len);
+    Tensor fo = accumulate ? contiguous_as(o, kFloat32) : new_tensor(part_sizes, kFloat32, out.device());
+    Tensor fb = fbias.defined() && !by_rows ? fbias.narrow(fbias.dim() - 1, s0, len) : fbias;
+    if (by_rows) matmul_dnnl(kFloat32, std::move(part), b, part_sizes, fo.data_ptr(), fb, accumulate);
+    else matmul_dnnl(kFloat32, a, std::move(part), part_sizes, fo.data_ptr(), fb, accumulate);
+    device_copy(o, fo);
+  }
 }
 
 // ---- float32, a few rows: dot products on the calling thread ----

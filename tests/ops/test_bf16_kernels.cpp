@@ -246,6 +246,74 @@ TEST_CASE("conv2d and its two gradients in bf16/f16, NCHW and channels-last, mat
   }
 }
 
+// The float path (float16 always; bfloat16 where oneDNN's kernel does not pay) converts a large
+// convolution a batch chunk at a time, and a large product a tile of its larger operand and result
+// at a time. The results are float32's, and the float32 copies held at once stay well under the
+// whole twins.
+TEST_CASE("the 16-bit float path converts chunks and tiles: float32's results with bounded copies") {
+  const Tolerance tol = tol_for(kFloat16);
+  // Bytes allocated at the peak of f() above what was live before it, less its result.
+  auto transient = [](auto f) {
+    const int64_t base = memory_stats(kCPU).allocated_bytes;
+    reset_peak_memory_stats(kCPU);
+    Tensor r = f();
+    return memory_stats(kCPU).peak_allocated_bytes - base - r.numel() * r.element_size();
+  };
+  for (bool nhwc : {false, true}) {
+    INFO((nhwc ? "channels-last" : "NCHW"));
+    const MemoryFormat fmt = nhwc ? MemoryFormat::ChannelsLast : MemoryFormat::Contiguous;
+    // 40 samples of 64K activation values (in and out): 1M values make chunks of 14 samples.
+    auto x = rand_pair({40, 32, 32, 32}, kFloat16), w = rand_pair({32, 32, 3, 3}, kFloat16),
+         b = rand_pair({32}, kFloat16), gy = rand_pair({40, 32, 32, 32}, kFloat16);
+    for (Pair* t : {&x, &gy}) {
+      t->low = t->low.contiguous(fmt);
+      t->f32 = t->f32.contiguous(fmt);
+    }
+    const int64_t twins = 2 * x.f32.numel() * 4;  // float32 copies of a whole input and output
+    Tensor y;
+    CHECK(transient([&] { return y = ops::conv2d(x.low, w.low, b.low, {1, 1}, {1, 1}); }) < twins / 2);
+    CHECK(y.is_contiguous(fmt));
+    check_close(y, ops::conv2d(x.f32, w.f32, b.f32, {1, 1}, {1, 1}), tol);
+    Tensor gx;
+    CHECK(transient([&] {
+            return gx = ops::conv2d_backward_input(gy.low, x.low.sizes(), w.low, {1, 1}, {1, 1}, {1, 1}, 1);
+          }) < twins / 2);
+    check_close(gx, ops::conv2d_backward_input(gy.f32, x.f32.sizes(), w.f32, {1, 1}, {1, 1}, {1, 1}, 1), tol);
+    // The weight and bias gradients: float32 sums over the chunks, rounded once.
+    std::vector<Tensor> wb;
+    CHECK(transient([&] {
+            wb = ops::conv2d_backward_weight_bias(gy.low, x.low, w.low.sizes(), {1, 1}, {1, 1}, {1, 1}, 1);
+            return wb[0];
+          }) < twins / 2);
+    std::vector<Tensor> ref = ops::conv2d_backward_weight_bias(gy.f32, x.f32, w.f32.sizes(), {1, 1}, {1, 1}, {1, 1}, 1);
+    const Tolerance sums{.rtol = 2e-3, .atol = 5e-2, .check_dtype = false};  // sums of 41K products
+    check_close(wb[0], ref[0], sums);
+    check_close(wb[1], ref[1], sums);
+    check_close(ops::conv2d_backward_weight(gy.low, x.low, w.low.sizes(), {1, 1}, {1, 1}, {1, 1}, 1), ref[0], sums);
+  }
+  // Products past 1M float32 values in tiles: rows of a (a is the larger operand) or columns of b
+  // (b is), with a bias, adding into self, and a vector times a matrix (out has one dim fewer).
+  auto a = rand_pair({4000, 512}, kFloat16), w = rand_pair({64, 512}, kFloat16), bias = rand_pair({64}, kFloat16);
+  Tensor r;
+  const int64_t twins = (4000 * 512 + 4000 * 64) * 4;  // float32 copies of a and of the result
+  CHECK(transient([&] { return r = ops::linear(a.low, w.low, bias.low); }) < twins * 2 / 3);
+  check_close(r, ops::linear(a.f32, w.f32, bias.f32), tol);
+  auto a2 = rand_pair({64, 256}, kFloat16), b2 = rand_pair({256, 8192}, kFloat16), bias2 = rand_pair({8192}, kFloat16);
+  const int64_t twins2 = (256 * 8192 + 64 * 8192) * 4;
+  CHECK(transient([&] { return r = ops::mm(a2.low, b2.low); }) < twins2 * 2 / 3);
+  check_close(r, ops::mm(a2.f32, b2.f32), tol);
+  Tensor b2t = b2.low.t().contiguous(), b2tf = b2.f32.t().contiguous();  // linear's weight: [8192, 256]
+  check_close(ops::linear(a2.low, b2t, bias2.low), ops::linear(a2.f32, b2tf, bias2.f32), tol);
+  auto self = rand_pair({64, 8192}, kFloat16);
+  Tensor acc = self.low.clone();
+  ops::mm_accumulate_(acc, a2.low, b2.low);
+  check_close(acc, self.f32 + ops::mm(a2.f32, b2.f32), tol);
+  auto v = rand_pair({256}, kFloat16);
+  Tensor vm = ops::matmul(v.low, b2.low);
+  CHECK(vm.sizes() == Shape{8192});
+  check_close(vm, ops::matmul(v.f32, b2.f32), tol);
+}
+
 // Windows that tile the input (kernel == stride: a ViT's patch embedding). On AMX machines the bf16
 // weight gradient of such a convolution with one to three input channels is one matrix product
 // (ops/conv.cpp, patch_weight_grad); elsewhere oneDNN's kernel runs. Both must give float32's values,

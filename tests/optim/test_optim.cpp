@@ -306,6 +306,14 @@ TEST_CASE("a channels-last convolution weight steps fused, its gradient and stat
   // The gradient layout contract (autograd/accumulate_grad.cpp) gives the weight a channels-last
   // .grad although the weight-gradient kernel writes OIHW; the state is made channels-last too, so
   // the fused kernel takes all four.
+  // Both runs must get the same gradients: with the contention monitor on, a busy machine (the
+  // suite's other tests) can run one of them on one thread, and oneDNN's weight gradient sums in
+  // another order there.
+  struct FixedThreads {
+    ContentionPolicy before = contention_policy();
+    FixedThreads() { set_contention_policy(ContentionPolicy::Fixed); }
+    ~FixedThreads() { set_contention_policy(before); }
+  } fixed_threads;
   manual_seed(9);
   auto run = [](bool fused, OpProfiler& prof) {
     manual_seed(9);

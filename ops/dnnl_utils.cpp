@@ -6,6 +6,7 @@
 #include <list>
 #include <mutex>
 
+#include "runtime/cpu_isa.h"
 #include "runtime/error.h"
 
 namespace graft::dnnl_utils {
@@ -56,8 +57,7 @@ bool choose_bf16_primitives(const std::string& impl, bool intel_cpu, const std::
 bool use_bf16_primitives() {
   static const bool use = [] {
     const char* setting = std::getenv("GRAFT_BF16_PRIMITIVES");
-    __builtin_cpu_init();
-    return choose_bf16_primitives(bf16_matmul_impl(), __builtin_cpu_is("intel"), setting ? setting : "");
+    return choose_bf16_primitives(bf16_matmul_impl(), cpu_is_intel(), setting ? setting : "");
   }();
   return use;
 }

@@ -6,6 +6,18 @@
 
 namespace graft {
 
+bool cpu_is_intel() {
+#if defined(__x86_64__)
+  static const bool intel = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_is("intel") != 0;
+  }();
+  return intel;
+#else
+  return false;
+#endif
+}
+
 CpuIsa detected_cpu_isa() {
 #if defined(__x86_64__)
   static const CpuIsa isa = [] {

@@ -34,6 +34,10 @@ Fn pick_for_isa(Fn avx512, Fn avx2, Fn generic) {
   const CpuIsa isa = cpu_isa();
   return isa >= CpuIsa::Avx512Core ? avx512 : isa >= CpuIsa::Avx2 ? avx2 : generic;
 }
+// Whether the CPU is Intel's (cpuid's vendor; false off x86). The same ISA runs at different rates
+// on different vendors' cores: Intel's AVX512_BF16 dot products issue on one port, AMD's at twice
+// the float rate (ops/dnnl_utils.h: which bf16 path pays).
+bool cpu_is_intel();
 // Parses a GRAFT_MAX_CPU_ISA value; throws graft::Error listing the accepted names.
 CpuIsa parse_cpu_isa(const std::string& name);
 

@@ -846,8 +846,8 @@ std::vector<Figure> bench_deep_mlp_disk(int repeat, Device device) {
 
 // graft train's step on its CNN and ViT (batch 128 of randn images, random labels): forward,
 // cross-entropy, backward, the optimizer's step, gradients set to none before the forward, as the
-// Trainer runs it. Plain, then under an AutoCheckpoint at the share of plain's peak (CNN
-// 50%, ViT 30%) with the optimizer's state and the batch inside the budget and bf16/int8 as
+// Trainer runs it. Plain, and alternately with it an AutoCheckpoint at the share of plain's
+// peak (CNN 50%, ViT 30%) with the optimizer's state and the batch inside the budget and bf16/int8 as
 // candidate codecs, as `graft train --memory-budget SIZE --compress auto`. Peaks are the whole
 // step's, above what was allocated before the first step (the model), over every step, the first
 // (which plans) included. A share no plan reaches reports the minimum instead, and the
@@ -864,41 +864,33 @@ std::vector<Figure> bench_train_budget(int repeat, Device device) {
     auto on = TensorOptions{}.device(device);
     Tensor x = randn({128, 1, 28, 28}, on), y = randint(0, 10, {128}, on);
     const int64_t base = memory_stats(device).allocated_bytes;  // the model (and x, y: held outside either way)
-    // Steps of `forward`: each step's time, and the largest peak of any of them above `base`; in
-    // `steady`, of the steps after the first two (which plan, under a budget).
-    auto run = [&](const std::function<Tensor(const Tensor&)>& forward, int steps, std::vector<double>& ms,
-                   double* steady = nullptr) {
-      int64_t peak = 0, later = 0;
-      for (int i = 0; i < steps; ++i) {
-        sync(device);
-        reset_peak_memory_stats(device);
-        const double t0 = now_ms();
-        opt->zero_grad(true);
-        Tensor loss = cross_entropy(forward(x), y);
-        loss.backward();
-        opt->step();
-        sync(device);
-        ms.push_back(now_ms() - t0);
-        peak = std::max(peak, memory_stats(device).peak_allocated_bytes - base);
-        if (i >= 2) later = std::max(later, memory_stats(device).peak_allocated_bytes - base);
-      }
-      if (steady) *steady = static_cast<double>(later) / (1 << 20);
-      return static_cast<double>(peak) / (1 << 20);
+    // One step of `forward`: its time, and its peak above `base`.
+    auto step = [&](const std::function<Tensor(const Tensor&)>& forward, std::vector<double>& ms) {
+      sync(device);
+      reset_peak_memory_stats(device);
+      const double t0 = now_ms();
+      opt->zero_grad(true);
+      Tensor loss = cross_entropy(forward(x), y);
+      loss.backward();
+      opt->step();
+      sync(device);
+      ms.push_back(now_ms() - t0);
+      return static_cast<double>(memory_stats(device).peak_allocated_bytes - base) / (1 << 20);
     };
+    auto plain_forward = [&](const Tensor& in) { return (*m.module)(in); };
     const std::string n = std::string(name) + "_budget";
-    std::vector<double> plain_ms;
-    const double plain_peak = run([&](const Tensor& in) { return (*m.module)(in); }, repeat + 2, plain_ms);
-    plain_ms.erase(plain_ms.begin(), plain_ms.begin() + 2);
-    const Figure plain = summarize(n + "_plain_step_ms", "ms", plain_ms);
-    out.push_back(summarize(n + "_plain_peak_mib", "MiB", {plain_peak}));
-    out.push_back(plain);
+    // Two plain steps first: their peak sets the budget (the steps are deterministic in memory).
+    std::vector<double> warm_ms, plain_ms, ms;
+    double plain_peak = 0;
+    for (int i = 0; i < 2; ++i) plain_peak = std::max(plain_peak, step(plain_forward, warm_ms));
     nn::BudgetOptions bo;
     bo.codecs = {autograd::SavedCodec::kBf16, autograd::SavedCodec::kInt8};
     bo.outside_bytes = opt->state_bytes();
     bo.input_in_budget = true;
     int64_t budget = static_cast<int64_t>(plain_peak * (1 << 20) * pct / 100);
     std::string row = n + "_" + std::to_string(pct);
-    out.push_back(summarize(row + "_budget_mib", "MiB", {static_cast<double>(budget) / (1 << 20)}));
+    const Figure budget_fig = summarize(row + "_budget_mib", "MiB", {static_cast<double>(budget) / (1 << 20)});
+    std::vector<Figure> minimum_figs;
     try {
       (void)nn::plan_checkpoint(*m.stages, x, budget, bo);
     } catch (const Error& e) {
@@ -907,27 +899,38 @@ std::vector<Figure> bench_train_budget(int repeat, Device device) {
       const auto at = msg.find("the minimum any plan reaches is ");
       if (at == std::string::npos) throw;
       const int64_t minimum = std::stoll(msg.substr(msg.find('(', at) + 1));
-      out.push_back(summarize(row + "_minimum_mib", "MiB", {static_cast<double>(minimum) / (1 << 20)}));
-      out.push_back(summarize(row + "_minimum_vs_plain", "x", {static_cast<double>(minimum) / (1 << 20) / plain_peak}));
+      minimum_figs.push_back(summarize(row + "_minimum_mib", "MiB", {static_cast<double>(minimum) / (1 << 20)}));
+      minimum_figs.push_back(summarize(row + "_minimum_vs_plain", "x", {static_cast<double>(minimum) / (1 << 20) / plain_peak}));
       budget = minimum + minimum / 100;
       row = n + "_min";
-      out.push_back(summarize(row + "_budget_mib", "MiB", {static_cast<double>(budget) / (1 << 20)}));
+      minimum_figs.push_back(summarize(row + "_budget_mib", "MiB", {static_cast<double>(budget) / (1 << 20)}));
     }
     auto ac = std::make_shared<nn::AutoCheckpoint>(m.stages, budget, bo);
-    std::vector<double> ms;
-    double step_peak = 0;
-    const double peak = run([&](const Tensor& in) { return (*ac)(in); }, repeat + 2, ms, &step_peak);
-    ms.erase(ms.begin(), ms.begin() + 2);  // the first plans
+    auto budget_forward = [&](const Tensor& in) { return (*ac)(in); };
+    // The two steps that plan (untimed; their peak counts for the run's), then plain and planned
+    // steps alternately, so drift in the machine's speed (these machines are noisy) falls on both.
+    double peak = 0, step_peak = 0;
+    for (int i = 0; i < 2; ++i) peak = std::max(peak, step(budget_forward, warm_ms));
+    for (int i = 0; i < repeat; ++i) {
+      plain_peak = std::max(plain_peak, step(plain_forward, plain_ms));
+      step_peak = std::max(step_peak, step(budget_forward, ms));
+    }
+    peak = std::max(peak, step_peak);
+    const Figure plain = summarize(n + "_plain_step_ms", "ms", plain_ms);
+    out.push_back(summarize(n + "_plain_peak_mib", "MiB", {plain_peak}));
+    out.push_back(plain);
+    out.push_back(budget_fig);
+    out.insert(out.end(), minimum_figs.begin(), minimum_figs.end());
     const nn::CheckpointPlan& plan = ac->plan();
-    const Figure step = summarize(row + "_step_ms", "ms", ms);
+    const Figure step_ms = summarize(row + "_step_ms", "ms", ms);
     // The run's peak (planning included: it must fit the budget too) and the planned steps' own,
     // which is what the plan predicts.
     out.push_back(summarize(row + "_peak_mib", "MiB", {peak}));
     out.push_back(summarize(row + "_step_peak_mib", "MiB", {step_peak}));
     out.push_back(summarize(row + "_predicted_peak_mib", "MiB",
                             {static_cast<double>(plan.predicted_peak_bytes + plan.budget_bytes - plan.step_budget_bytes) / (1 << 20)}));
-    out.push_back(step);
-    out.push_back(summarize(row + "_vs_plain", "x", {step.median / plain.median}));
+    out.push_back(step_ms);
+    out.push_back(summarize(row + "_vs_plain", "x", {step_ms.median / plain.median}));
     int compressed = 0, recomputed = 0;
     for (size_t i = 0; i < plan.codec.size(); ++i) {
       compressed += plan.codec[i].empty() ? 0 : 1;

@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include "graft.h"
+#include "ops/ops.h"
 
 using namespace graft;
 
@@ -70,4 +71,46 @@ TEST_CASE("options remember whether a device was given, so *_like keeps the sour
   Tensor z = zeros_like(x, dtype(kInt64));
   CHECK(z.device() == x.device());
   CHECK(z.dtype() == kInt64);
+}
+
+TEST_CASE("the *_like factories preserve the source's layout, as PyTorch's preserve_format") {
+  // Strides and versions from torch 2.15: zeros_like/randn_like/full_like of a channels-last
+  // [2, 3, 4, 5] give (60, 1, 15, 3); of a transposed [4, 3] matrix (1, 4); of x[:, ::2] (a
+  // non-dense slice) contiguous; of a channels-last tensor sliced in W (non-dense) channels-last
+  // (36, 1, 9, 3); of an expanded tensor contiguous; every one at version 0. The rest below too.
+  Tensor x = randn({2, 3, 4, 5}).contiguous(MemoryFormat::ChannelsLast);
+  for (const Tensor& r : {zeros_like(x), ones_like(x), full_like(x, 2), empty_like(x), randn_like(x), rand_like(x),
+                          zeros_like(x, dtype(kBFloat16)), randn_like(x, dtype(kFloat64))}) {
+    CHECK(r.sizes() == x.sizes());
+    CHECK(r.strides() == Shape{60, 1, 15, 3});
+    CHECK(r.version() == 0);
+  }
+  CHECK(zeros_like(x).sum().item<float>() == 0);
+  CHECK(full_like(x, 2).sum().item<float>() == 240);
+  Tensor u = rand_like(x);
+  CHECK(u.min().item<float>() >= 0);
+  CHECK(u.max().item<float>() < 1);
+  CHECK(randn_like(x).std().item<float>() == Approx(1).margin(0.3));
+  // A leaf that requires grad, when asked.
+  Tensor g = zeros_like(x, requires_grad());
+  CHECK(g.requires_grad());
+  CHECK(g.is_leaf());
+  CHECK(g.strides() == Shape{60, 1, 15, 3});
+
+  CHECK(empty_like(randn({3, 4}).t()).strides() == Shape{1, 4});
+  CHECK(ones_like(randn({3, 8}).slice(1, 0, 8, 2)).strides() == Shape{4, 1});
+  Tensor sliced = x.slice(3, 0, 5, 2);
+  CHECK(sliced.strides() == Shape{60, 1, 15, 6});
+  CHECK(zeros_like(sliced).strides() == Shape{36, 1, 9, 3});
+  CHECK(zeros_like(randn({4, 1}).expand({4, 3})).strides() == Shape{3, 1});
+  CHECK(zeros_like(randn({2, 3})).strides() == Shape{3, 1});
+  // Dense: the strides exactly, size-1 dims' included; strided: the same order of dims, a 0-stride
+  // dim kept in place.
+  CHECK(zeros_like(ops::as_strided(randn({6}), {2, 3, 1, 1}, {3, 1, 3, 3}, 0)).strides() == Shape{3, 1, 3, 3});
+  Tensor y = randn({2, 3, 4}).permute({2, 0, 1}).slice(2, 0, 3, 2);
+  CHECK(y.strides() == Shape{1, 12, 8});
+  CHECK(zeros_like(y).strides() == Shape{1, 8, 4});
+  Tensor z = randn({5, 1}).expand({5, 4}).t();
+  CHECK(z.strides() == Shape{0, 1});
+  CHECK(zeros_like(z).strides() == Shape{5, 1});
 }

@@ -259,6 +259,16 @@ void recompute(Frame& f, TaskResults& r) {
   if (f.opts.preserve_rng_state) rng.emplace(f);
   std::vector<std::string> rec_ops;  // debug: this recomputation's op sequence
   auto debug_info = [&]() { return f.opts.debug ? debug_table(f.forward_ops, rec_ops) : std::string(); };
+  // A save that fails the check: ops save their inputs before their kernel runs (so an early stop
+  // skips the kernel), so the failing op is not in rec_ops yet; its line names the saving node.
+  auto debug_info_at = [&](const Tensor& t) {
+    if (!f.opts.debug) return std::string();
+    const SaveSite* site = current_save_site();
+    std::vector<std::string> rec = rec_ops;
+    rec.push_back((site && site->node ? site->node->name() : std::string("a save outside any op")) + " saves " +
+                  (site && site->is_output ? "output " : "input ") + TensorMeta::of(t).str());
+    return debug_table(f.forward_ops, rec);
+  };
   AutogradTls fresh;  // no enclosing hooks, grad mode on
   fresh.grad_enabled = true;
   AutogradTlsGuard tls(fresh);
@@ -286,7 +296,7 @@ void recompute(Frame& f, TaskResults& r) {
             GRAFT_CHECK(!f.opts.determinism_check, "checkpoint: the recomputation saved a different number of tensors "
                         "than the original forward (more than ", n, "). Hint: the checkpointed function must be "
                         "deterministic (same ops, same shapes, same control flow); set determinism_check=false to "
-                        "skip this check.", debug_info());
+                        "skip this check.", debug_info_at(t));
             return Packed{alias_without_history(t)};
           }
           TensorMeta now = TensorMeta::of(t);
@@ -295,7 +305,7 @@ void recompute(Frame& f, TaskResults& r) {
                       "checkpoint: recomputed tensor ", k, " has different metadata than during the original "
                       "forward: ", was.str(), " before, ", now.str(), " after. Hint: the checkpointed function "
                       "must be deterministic (same ops on the same shapes); set determinism_check=false to skip this "
-                      "check.", debug_info());
+                      "check.", debug_info_at(t));
           // Data only: the original graph gives it back its history when it unpacks (see
           // SavedVariable), so nothing of the recomputation's graph outlives this call.
           Tensor data = alias_without_history(t);

@@ -946,20 +946,25 @@ def gen_rule(op: Op, types: Types, plan: RulePlan) -> list[str]:
     return out
 
 
-def gen_record(op: Op, types: Types, plan: RulePlan, result_expr: list[str], before: bool) -> list[str]:
-    """The lines that fill node `n` (inside `if (auto n = record_op(...))`)."""
+def gen_record(op: Op, types: Types, plan: RulePlan, result_expr: list[str], before: bool,
+               part: str = "all") -> list[str]:
+    """The lines that fill node `n` (inside `if (auto n = record_op(...))`). part: "all", "inputs"
+    (only the saves of input tensors) or "rest" (everything else: values and output saves)."""
     out = []
     tensor_args = op.tensor_args
     tensor_idx = {a.name: i for i, a in enumerate(tensor_args)}
     ndiff = len(tensor_args)
     rnames = result_names(op)
-    for n, t in plan.saved_values.items():
-        a = next(a for a in op.args if a.name == n)
-        v = f"{n}.value({cpp_str(op.name)})" if a.base in types.enums else n
-        out.append(f"    n->saved.{n} = {v};")
-    for n, (t, e) in plan.forward_values.items():
-        out.append(f"    n->saved.{n} = {e};")
+    if part != "inputs":
+        for n, t in plan.saved_values.items():
+            a = next(a for a in op.args if a.name == n)
+            v = f"{n}.value({cpp_str(op.name)})" if a.base in types.enums else n
+            out.append(f"    n->saved.{n} = {v};")
+        for n, (t, e) in plan.forward_values.items():
+            out.append(f"    n->saved.{n} = {e};")
     for t, (is_out, users) in plan.saved_tensors.items():
+        if (part == "inputs" and is_out) or (part == "rest" and not is_out):
+            continue
         tol = save_tolerance(op, t)
         if is_out:
             expr = result_expr[rnames.index(t)]
@@ -1120,8 +1125,21 @@ def gen_wrapper_body(op: Op, types: Types, plan: RulePlan, call: str) -> list[st
             out.append(f"  for (auto& p : y) set_view_of(p, {base});")
         out.append("  return y;")
         return out
-    out.append(f"  {ret} y = {call};")
-    out.append(f"  if (auto n = record_op({node}, {rule}, {ins})) {{")
+    # The node and the saves of inputs come before the kernel, as in PyTorch: a checkpoint's
+    # recomputation that stops early (autograd/checkpoint.h) stops at the save of the last tensor it
+    # needs, so the op that saves it never runs its kernel again (a ViT block's last linear and its
+    # residual add, in each re-run of the block). Outputs are saved after it, as they must be.
+    inputs_first = gen_record(op, types, plan, [], False, "inputs")
+    if inputs_first:
+        out.append(f"  auto n = record_op({node}, {rule}, {ins});")
+        out.append("  if (n) {")
+        out.extend(inputs_first)
+        out.append("  }")
+        out.append(f"  {ret} y = {call};")
+        out.append("  if (n) {")
+    else:
+        out.append(f"  {ret} y = {call};")
+        out.append(f"  if (auto n = record_op({node}, {rule}, {ins})) {{")
     if ret == "Tensor":
         out.append("    set_output(n, y);")
         res = ["y"]
@@ -1131,7 +1149,7 @@ def gen_wrapper_body(op: Op, types: Types, plan: RulePlan, call: str) -> list[st
             if d:
                 out.append(f"    set_output(n, y[{i}]);")
         res = [f"y[{i}]" for i in range(len(op.rets))]
-    out.extend(gen_record(op, types, plan, res, False))
+    out.extend(gen_record(op, types, plan, res, False, "rest" if inputs_first else "all"))
     out.append("  }")
     out.append("  return y;")
     return out

@@ -455,7 +455,9 @@ TEST_CASE("debug = true lists both op sequences and marks the first difference")
   INFO(msg);
   CHECK_THAT(msg, Catch::Contains("checkpoint debug: ops of the original forward and of the recomputation"));
   CHECK_THAT(msg, Catch::Contains("different metadata"));
-  CHECK_THAT(msg, Catch::Contains("sin([4] float32) -> [4]") && Catch::Contains("sin([2] float32) -> [2]"));
+  // sin saves its input before its kernel runs, so the recomputation's column ends at that save.
+  CHECK_THAT(msg, Catch::Contains("sin([4] float32) -> [4]") && Catch::Contains("slice([4] float32) -> [2]") &&
+                      Catch::Contains("SinBackward saves input [2] float32"));
   CHECK_THAT(msg, Catch::Contains(">>   0") && Catch::Contains("<-- first difference"));
   // Without debug the message has no table.
   calls = 0;
@@ -503,6 +505,9 @@ TEST_CASE("op_policy sees the op's inputs; save_ops keeps the listed ops' output
   }
   CheckpointOptions o;
   o.op_policy = save_ops({"mm"});
+  // The whole function re-runs: with an early stop, sin's save of its input (the last needed) would
+  // end the recomputation before sin's kernel either way.
+  o.early_stop = false;
   Tensor y = checkpoint(fn, x, o);
   OpCounter count;
   std::vector<Tensor> g1;
@@ -562,6 +567,9 @@ TEST_CASE("op_policy takes precedence over policy when both are set") {
   CheckpointOptions o;
   o.policy = [](std::string_view) { return CheckpointPolicy::MustSave; };  // would keep sin's output too
   o.op_policy = save_ops({"mm"});
+  // The whole function re-runs: with an early stop, sin's save of its input (the last needed) would
+  // end the recomputation before sin's kernel either way.
+  o.early_stop = false;
   Tensor y = checkpoint(fn, x, o);
   OpCounter count;
   {
@@ -868,4 +876,28 @@ TEST_CASE("checkpoint_rows without recompute: each slice's graph is freed by its
   Tensor z = checkpoint_rows(f, x, {f.w, f.b}, 4, RowsOptions{.recompute = false});
   CHECK_FALSE(z.requires_grad());
   test::check_close(z, f(x));
+}
+
+TEST_CASE("an early stop skips the kernel of the op whose input save is the last one needed") {
+  // Ops save their inputs before their kernel runs, as PyTorch's do. The second linear's save of
+  // tanh's output is the last tensor the graph needs, so an early-stopping recomputation ends there
+  // and that linear's kernel never runs again; without the early stop it does.
+  Tensor x = randn({3, 4}).requires_grad_();
+  Tensor w1 = randn({5, 4}).requires_grad_(), w2 = randn({2, 5}).requires_grad_();
+  auto fn = [&](const Tensor& h) { return linear(linear(h, w1).tanh(), w2); };
+  for (bool early : {true, false}) {
+    CheckpointOptions o;
+    o.early_stop = early;
+    Tensor y = checkpoint(fn, x, o);
+    OpCounter count;
+    std::vector<Tensor> g;
+    {
+      DispatchModeGuard guard(&count);
+      g = grad({y.sum()}, {x, w1, w2});
+    }
+    CHECK(count.n["tanh"] == 1);
+    CHECK(count.n["linear"] == (early ? 1 : 2));
+    std::vector<Tensor> plain = grad({fn(x).sum()}, {x, w1, w2});
+    for (size_t i = 0; i < g.size(); ++i) CHECK(g[i].to_vector<float>() == plain[i].to_vector<float>());
+  }
 }

@@ -1,8 +1,6 @@
 // Public factories. The differentiable op functions live in functional_*.cpp, next to their rules.
 #include "autograd/functional.h"
 
-#include <algorithm>
-
 #include "ops/ops.h"
 #include "runtime/memory_format.h"
 
@@ -51,48 +49,16 @@ Tensor randint(int64_t low, int64_t high, const Shape& sizes, TensorOptions o) {
 static TensorOptions like(const Tensor& t, TensorOptions o) {
   return o.dtype(o.get_dtype(t.dtype())).device(o.has_device() ? o.get_device() : t.device());
 }
-// PyTorch's preserve_format for the *_like factories: a non-overlapping and dense source's strides
-// exactly (a channels-last activation, a transposed matrix); for any other strided source, dense
-// strides in the same order of dims (a strided slice of a channels-last tensor makes a
-// channels-last one). A gradient buffer or a noise tensor made like a channels-last activation then
-// takes the convolutions' fast path, as the activation does. The order: dims by stride, smallest
-// innermost; a 0-stride (expanded) dim keeps its place, and of two equal strides the smaller dim
-// goes inside.
-static Shape preserved_strides(const Tensor& t) {
-  if (is_non_overlapping_and_dense(t.sizes(), t.strides())) return t.strides();
-  const size_t n = static_cast<size_t>(t.dim());
-  std::vector<size_t> inner_first(n);  // dims innermost first
-  for (size_t i = 0; i < n; ++i) inner_first[i] = n - 1 - i;
-  auto goes_outside = [&](size_t a, size_t b) {  // +1: a belongs outside b; -1: inside; 0: either
-    const int64_t sa = t.stride(static_cast<int64_t>(a)), sb = t.stride(static_cast<int64_t>(b));
-    if (sa == 0 || sb == 0) return 0;
-    if (sa != sb) return sa > sb ? 1 : -1;
-    return t.size(static_cast<int64_t>(a)) > t.size(static_cast<int64_t>(b)) ? 1 : 0;
-  };
-  // An insertion sort: the comparison is not a strict weak order (0-stride dims are "either"), and
-  // each dim moves inward only past the dims it must.
-  for (size_t i = 1; i < n; ++i)
-    for (size_t j = i; j > 0; --j) {
-      const int c = goes_outside(inner_first[j - 1], inner_first[j]);
-      if (c < 0) break;
-      if (c > 0) std::swap(inner_first[j - 1], inner_first[j]);
-    }
-  Shape strides(n);
-  int64_t running = 1;
-  for (size_t d : inner_first) {
-    strides[d] = running;
-    running *= std::max<int64_t>(t.size(static_cast<int64_t>(d)), 1);
-  }
-  return strides;
-}
-// `make(sizes, options)` in t's preserved layout: made flat (so the factory's own kernel fills it,
-// memory in order, and its version stays 0) and viewed with the strides. Pinned memory, and empty
-// sources, come contiguous.
+// `make(sizes, options)` in t's layout, by PyTorch's preserve_format (preserve_format_strides, the
+// rule clone and to keep a layout by): a gradient buffer or a noise tensor made like a
+// channels-last activation is channels-last, so it takes the convolutions' fast path as the
+// activation does. Made flat (so the factory's own kernel fills it, memory in order, and its
+// version stays 0) and viewed with the strides. Pinned memory, and empty sources, come contiguous.
 template <class Make>
 static Tensor make_like(const Tensor& t, TensorOptions o, Make make) {
   const TensorOptions lo = like(t, o);
   if (t.numel() == 0 || lo.get_pinned_memory()) return make(t.sizes(), lo);
-  const Shape strides = preserved_strides(t);
+  const Shape strides = preserve_format_strides(t.sizes(), t.strides());
   if (strides == contiguous_strides(t.sizes())) return make(t.sizes(), lo);
   Tensor flat = make(Shape{t.numel()}, lo.requires_grad(false));
   return finish(ops::as_strided(flat, t.sizes(), strides, 0), lo);

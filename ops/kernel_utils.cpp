@@ -17,12 +17,9 @@ Tensor new_tensor_like(const Tensor& t) { return new_tensor(t.sizes(), t.dtype()
 
 Tensor new_tensor_in_format(const Tensor& t, MemoryFormat f, DType dtype, Device device) {
   if (f == MemoryFormat::Preserve) {
-    bool positive = std::all_of(t.strides().begin(), t.strides().end(), [](int64_t s) { return s >= 0; });
-    // Dense: t's exact strides, size-1 dims included, as PyTorch's preserve (a [32, 1, 3, 3]
-    // channels-last weight is also "contiguous", but its strides still say channels-last to the
-    // convolution that reads it).
-    if (!positive || !is_non_overlapping_and_dense(t.sizes(), t.strides())) return new_tensor(t.sizes(), dtype, device);
-    return new_strided(t.sizes(), t.strides(), dtype, device);
+    // Dense: t's exact strides, size-1 dims included (a [32, 1, 3, 3] channels-last weight is also
+    // "contiguous", but its strides still say channels-last to the convolution that reads it).
+    return new_strided(t.sizes(), preserve_format_strides(t.sizes(), t.strides()), dtype, device);
   }
   if (f == MemoryFormat::ChannelsLast) {
     GRAFT_CHECK(t.dim() == 4, "contiguous: memory format ChannelsLast needs a 4-D tensor, got ", describe(t));

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <vector>
 
 #include "runtime/error.h"
 
@@ -74,6 +75,34 @@ bool is_dense_like(const Shape& sizes, const Shape& strides, const Shape& like) 
   for (size_t d = 0; d < sizes.size(); ++d)
     if (sizes[d] != 1 && strides[d] != like[d]) return false;
   return true;
+}
+
+Shape preserve_format_strides(const Shape& sizes, const Shape& strides) {
+  if (std::any_of(strides.begin(), strides.end(), [](int64_t s) { return s < 0; })) return contiguous_strides(sizes);
+  if (is_non_overlapping_and_dense(sizes, strides)) return strides;
+  const size_t n = sizes.size();
+  std::vector<size_t> inner_first(n);  // dims innermost first, from the row-major order
+  for (size_t i = 0; i < n; ++i) inner_first[i] = n - 1 - i;
+  auto goes_outside = [&](size_t a, size_t b) {  // +1: a belongs outside b; -1: inside; 0: either
+    if (strides[a] == 0 || strides[b] == 0) return 0;
+    if (strides[a] != strides[b]) return strides[a] > strides[b] ? 1 : -1;
+    return sizes[a] > sizes[b] ? 1 : 0;
+  };
+  // An insertion sort: the comparison is not a strict weak order (0-stride dims are "either"), and
+  // each dim moves inward only past the dims it must.
+  for (size_t i = 1; i < n; ++i)
+    for (size_t j = i; j > 0; --j) {
+      const int c = goes_outside(inner_first[j - 1], inner_first[j]);
+      if (c < 0) break;
+      if (c > 0) std::swap(inner_first[j - 1], inner_first[j]);
+    }
+  Shape out(n);
+  int64_t running = 1;
+  for (size_t d : inner_first) {
+    out[d] = running;
+    running *= std::max<int64_t>(sizes[d], 1);
+  }
+  return out;
 }
 
 }  // namespace graft

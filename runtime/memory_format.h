@@ -5,7 +5,8 @@
 //   Contiguous    row-major: [N, C, H, W] has strides [C*H*W, H*W, W, 1]
 //   ChannelsLast  for 4-D tensors, channels innermost: strides [H*W*C, 1, W*C, C] (NHWC in memory,
 //                 the sizes stay NCHW, so every op sees the same logical shape)
-//   Preserve      only as a request (clone): keep the source's layout when it is dense, else Contiguous
+//   Preserve      only as a request (clone, to, the *_like factories): keep the source's layout
+//                 (preserve_format_strides)
 //
 // Invariants:
 // - A layout is a property of strides only; no tensor carries a format tag. So a channels-last
@@ -37,6 +38,12 @@ bool strides_like_channels_last(const Shape& sizes, const Shape& strides);
 // Whether the elements fill one gap-free block in some dim order (any permutation of a
 // contiguous layout): such a layout can be reproduced by a fresh allocation with the same strides.
 bool is_non_overlapping_and_dense(const Shape& sizes, const Shape& strides);
+// The strides of a new dense tensor laid out like one of `sizes` and `strides` (PyTorch's
+// preserve_format, as clone, to and empty_like apply it): a non-overlapping, dense source's strides
+// exactly, size-1 dims included; any other source's dims in the same order by stride (smallest
+// innermost; a 0-stride dim keeps its place; of equal strides the smaller dim goes inside), densely;
+// contiguous when a stride is negative.
+Shape preserve_format_strides(const Shape& sizes, const Shape& strides);
 // Whether strides lay `sizes` out densely in the layout of `like` (another tensor's strides for the
 // same sizes): non-overlapping and dense, with like's stride in every dim of size above 1 (a size-1
 // dim's stride moves no memory). Two such tensors walk their elements in one memory order: PyTorch's

@@ -79,6 +79,15 @@ TEST_CASE("clone keeps a dense layout with Preserve, and is recorded for autogra
   Tensor nd = randn({4, 6}).slice(1, 0, 6, 2);  // not dense: Preserve gives row-major
   CHECK(nd.clone(MemoryFormat::Preserve).is_contiguous());
   CHECK(values(x.clone(MemoryFormat::Preserve)) == values(x));
+  // Not dense, in another order: dense in the same order of dims, as torch 2.15's clone and to
+  // (and empty_like: the same rule, preserve_format_strides) give (1, 8, 4) and (36, 1, 9, 3).
+  Tensor pnd = randn({2, 3, 4}).permute({2, 0, 1}).slice(2, 0, 3, 2);  // strides (1, 12, 8)
+  CHECK(pnd.clone(MemoryFormat::Preserve).strides() == Shape{1, 8, 4});
+  CHECK(pnd.to(kFloat64).strides() == Shape{1, 8, 4});
+  CHECK(values(pnd.clone(MemoryFormat::Preserve)) == values(pnd));
+  Tensor cl_nd = x.slice(3, 0, 5, 2);  // channels-last, every other column
+  CHECK(cl_nd.clone(MemoryFormat::Preserve).strides() == Shape{36, 1, 9, 3});
+  CHECK(cl_nd.to(kBFloat16).strides() == Shape{36, 1, 9, 3});
 
   Tensor leaf = randn({2, 3, 4, 4}).requires_grad_();
   Tensor y = leaf.contiguous(MemoryFormat::ChannelsLast);

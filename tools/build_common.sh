@@ -50,3 +50,28 @@ graft_summary() {
 graft_summary_fields() {
   grep -E '^[0-9]+ passed, [0-9]+ failed' "$1" | tail -n 1 | awk '{print $1, $3, ($5 == "" ? 0 : $5)}'
 }
+
+# graft_failure_digest BUILDDIR [LINES]: for each test that did not pass in BUILDDIR's last meson
+# test run (meson-logs/testlog.json), its name, result and duration, then the last LINES (40) lines
+# of its output. CI prints it just before its summary line, where a reader of only the tail of a
+# long log still sees which test failed and why.
+graft_failure_digest() {
+  local json=$1/meson-logs/testlog.json
+  [ -f "$json" ] || return 0
+  python3 - "$json" "${2:-40}" <<'PY'
+import json, sys
+path, keep = sys.argv[1], int(sys.argv[2])
+for line in open(path, encoding="utf-8", errors="replace"):
+    try:
+        t = json.loads(line)
+    except ValueError:
+        continue
+    if t.get("result") in ("OK", "SKIP", "EXPECTEDFAIL"):
+        continue
+    print(f"== {path.split('/meson-logs')[0]}: {t.get('name')} {t.get('result')} "
+          f"after {t.get('duration', 0):.1f} s (rc {t.get('returncode')})")
+    text = (t.get("stdout") or "") + (t.get("stderr") or "")
+    for l in text.splitlines()[-keep:]:
+        print("   | " + l[:300])
+PY
+}

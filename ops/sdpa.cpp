@@ -701,9 +701,10 @@ GRAFT_VECTOR_CLONES void small_backward_kernel(const SmallHead& h, int ns, int n
 }
 
 // Whether the small-heads kernels take this geometry (callers compute in float: float32 and the
-// 16-bit dtypes).
+// 16-bit dtypes). Fewer query rows than a block (a decode step's one row) go to the flash tasks:
+// the small kernels pad them to kSmallRows and widen whole heads, 2x the flash tasks' time there.
 bool small_heads(const SdpaGeometry& g) {
-  return g.S <= kSmallKeys && g.E <= kSmallWidth && g.Ev <= kSmallWidth && g.S > 0;
+  return g.S <= kSmallKeys && g.E <= kSmallWidth && g.Ev <= kSmallWidth && g.S > 0 && g.L >= kSmallRows;
 }
 
 // A thread's buffers for small heads, and the widening of one batch matrix's operands into them.
@@ -911,6 +912,14 @@ FlashArgs<SdpaCompute<S>, S> flash_args(const SdpaGeometry& g, const Tensor& mas
 // A q/k/v operand as the kernels read it (sdpa_plan.h, invariant 2).
 Tensor prepared(const Tensor& t) { return sdpa_operand_needs_copy(t) ? contiguous_cpu(t) : t; }
 
+// Heads per thread so that a thread's share is worth waking the pool: a decode step's attention
+// (one query row over at most 64 keys, 4 heads) is ~16K multiply-adds, less than the wake-up, and
+// stays on the calling thread. Each head is computed alone, so the split never changes a bit.
+int64_t heads_grain(const SdpaGeometry& g) {
+  const int64_t per_head = std::max<int64_t>(1, g.L * g.S * (g.E + g.Ev));
+  return std::max<int64_t>(1, (int64_t{1} << 15) / per_head);
+}
+
 }  // namespace
 
 // ---- kernels (declared in ops/cpu_kernels.h, registered from the op declarations) ----
@@ -933,12 +942,15 @@ std::vector<Tensor> sdpa_flash_cpu(const Tensor& q0, const Tensor& k0, const Ten
     a.o_rs = out.dim() >= 2 ? out.stride(-2) : 0;
     if constexpr (std::is_same_v<T, float>) {
       if (small_heads(g)) {
-        parallel_for(0, g.B, 1, [&](int64_t b0, int64_t b1) { run_small_tasks(true, a, b0, b1); });
+        parallel_for(0, g.B, heads_grain(g), [&](int64_t b0, int64_t b1) { run_small_tasks(true, a, b0, b1); });
         return;
       }
     }
     const int64_t tiles = (g.L + kBr - 1) / kBr;
-    parallel_for(0, g.B * tiles, 1, [&](int64_t t0, int64_t t1) { run_forward_tasks(a, t0, t1); });
+    // Tasks are (head, tile of rows), each about a tile's share of its head's work.
+    const int64_t grain = std::max<int64_t>(
+        1, (int64_t{1} << 15) / std::max<int64_t>(1, g.L * g.S * (g.E + g.Ev) / tiles));
+    parallel_for(0, g.B * tiles, grain, [&](int64_t t0, int64_t t1) { run_forward_tasks(a, t0, t1); });
   });
   return {out, lse};
 }
@@ -986,11 +998,11 @@ std::vector<Tensor> sdpa_flash_backward_cpu(const Tensor& grad_out, const Tensor
     a.dv_rs = dv.stride(-2);
     if constexpr (std::is_same_v<T, float>) {
       if (small_heads(g)) {
-        parallel_for(0, g.B, 1, [&](int64_t b0, int64_t b1) { run_small_tasks(false, a, b0, b1); });
+        parallel_for(0, g.B, heads_grain(g), [&](int64_t b0, int64_t b1) { run_small_tasks(false, a, b0, b1); });
         return;
       }
     }
-    parallel_for(0, g.B, 1, [&](int64_t b0, int64_t b1) { run_backward_tasks(a, b0, b1); });
+    parallel_for(0, g.B, heads_grain(g), [&](int64_t b0, int64_t b1) { run_backward_tasks(a, b0, b1); });
   });
   return {dq, dk, dv};
 }

@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include <array>
 #include <cmath>
 #include <thread>
 
@@ -360,4 +361,24 @@ TEST_CASE("float32 products of a few rows (a decode step's linear) match the ref
         ops::mm_accumulate_(acc, x, w.t());
         check_close(acc, acc_want, tol);
       }
+}
+
+TEST_CASE("a few rows' product split over threads by columns gives the same bits on any thread count") {
+  // Past 32K multiply-adds a thread, the few-rows loops split the columns over the pool (a decode
+  // step's weights then stream from both cores' caches); every column's sum stays the same code.
+  const int before = get_num_threads();
+  for (auto [rows, k, m] : std::vector<std::array<int64_t, 3>>{{1, 128, 512}, {1, 512, 130}, {3, 200, 390}}) {
+    INFO("rows " << rows << ", k " << k << ", m " << m);
+    Tensor x = randn({rows, k}), w = randn({m, k}), bias = randn({m});
+    set_num_threads(1);
+    const std::vector<float> one = graft::linear(x, w, bias).to_vector<float>();
+    set_num_threads(2);
+    Tensor two = graft::linear(x, w, bias);
+    CHECK(two.to_vector<float>() == one);
+    std::vector<double> want = ref_bmm(values(x), values(w.t()), 1, rows, k, m);
+    std::vector<double> bv = values(bias);
+    for (size_t i = 0; i < want.size(); ++i) want[i] += bv[i % static_cast<size_t>(m)];
+    check_close(two, want, Tolerance::within(2e-5));
+  }
+  set_num_threads(before);
 }

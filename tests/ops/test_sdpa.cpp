@@ -4,6 +4,7 @@
 // make_transformer_fixture.py beside it), argument errors, and the memory the fused path saves.
 #include <catch2/catch.hpp>
 
+#include <array>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -55,10 +56,11 @@ TEST_CASE("fused attention matches the composed reference for every mask kind, i
     double tol = dt == kFloat64 ? 1e-12 : 2e-5;
     // Odd sizes cross the 64-row and 128-key tiles with ragged ends.
     // One or two query rows (a decode step) take the unpacked tile products.
-    // Up to 32 keys take the small-heads kernels (float32; float64 always tiles): 17 x 17 is the
-    // ViT's, 9 x 32 fills two key vectors exactly, and both leave a ragged group of query rows.
+    // Up to 32 keys and at least 4 query rows take the small-heads kernels (float32; float64
+    // always tiles): 17 x 17 is the ViT's, 9 x 32 fills two key vectors exactly, and both leave a
+    // ragged group of query rows; 3 x 20 has too few rows for them and tiles.
     for (auto [L, S] : std::vector<std::pair<int64_t, int64_t>>{
-             {1, 1}, {1, 40}, {2, 150}, {5, 7}, {17, 17}, {9, 32}, {70, 37}, {130, 200}}) {
+             {1, 1}, {1, 40}, {2, 150}, {3, 20}, {5, 7}, {17, 17}, {9, 32}, {70, 37}, {130, 200}}) {
       INFO("dtype " << dt << ", L " << L << ", S " << S);
       manual_seed(static_cast<uint64_t>(L * 1000 + S));
       const int64_t E = 24, Ev = 20;
@@ -112,6 +114,25 @@ TEST_CASE("fused attention's small-heads kernels take every head width up to 32"
       check_same(run(SdpaBackend::Flash, q, k, v, {}, true), run(SdpaBackend::Math, q, k, v, {}, true), 2e-5);
     }
   }
+}
+
+TEST_CASE("fused attention gives the same bits on one thread and two, at any size of head") {
+  // Heads go to threads only in shares worth waking the pool (a decode step's 4 heads of one query
+  // row stay on the caller); each head is computed alone either way.
+  const int before = get_num_threads();
+  for (auto [B, L, S] : std::vector<std::array<int64_t, 3>>{{4, 1, 64}, {64, 17, 17}, {8, 70, 90}}) {
+    INFO("heads " << B << ", L " << L << ", S " << S);
+    Tensor q = randn({B, L, 32}), k = randn({B, S, 32}), v = randn({B, S, 32});
+    set_num_threads(1);
+    const Result one = run(SdpaBackend::Flash, q, k, v, {}, true);
+    set_num_threads(2);
+    const Result two = run(SdpaBackend::Flash, q, k, v, {}, true);
+    CHECK(one.out.to_vector<float>() == two.out.to_vector<float>());
+    CHECK(one.dq.to_vector<float>() == two.dq.to_vector<float>());
+    CHECK(one.dk.to_vector<float>() == two.dk.to_vector<float>());
+    CHECK(one.dv.to_vector<float>() == two.dv.to_vector<float>());
+  }
+  set_num_threads(before);
 }
 
 TEST_CASE("fused attention reads broadcast batches and non-contiguous inputs without copies going wrong") {

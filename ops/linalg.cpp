@@ -198,9 +198,6 @@ void matmul_via_float(MatOperand a, MatOperand b, const Shape& out_sizes, const 
 // sums use 16 lanes of a fixed order in every clone, so the AVX-512, AVX2 and generic copies give
 // the same bits.
 constexpr int64_t kSmallRows = 4, kSmallMacs = int64_t{1} << 18;
-// Multiply-adds a thread below which the product stays on the calling thread (~1-2 us of work,
-// about what waking the pool costs).
-constexpr int64_t kSplitMacs = int64_t{1} << 15;
 
 using vec_math::f32x16;
 using vec_math::lane_sum;
@@ -276,11 +273,11 @@ bool small_rows_f32(const MatOperand& a, const MatOperand& b, const Shape& out_s
   auto* cp = static_cast<float*>(out.data_ptr());
   const float* biasp = bias.defined() ? static_cast<const float*>(bias.data_ptr()) : nullptr;
   if (b.row_stride() == 1 && (a.col_stride() == 1 || k == 1)) {
-    // Split by columns over the threads once a share is worth waking them (kSplitMacs). The
-    // weights then stream from two cores' caches: a decode step's 16 linears read 3.1 MB of
+    // Split by columns over the threads once a share (kGrainSize multiply-adds) is worth waking
+    // them. The weights then stream from two cores' caches: a decode step's 16 linears read 3.1 MB of
     // weights, more than one core's L2, so on one thread they came from L3 (124 us a token, 62 us
     // split). Each column's sum is the same code on any thread: the same bits.
-    const int64_t grain = (std::max<int64_t>(4, kSplitMacs / std::max<int64_t>(rows * k, 1)) + 3) / 4;
+    const int64_t grain = (std::max<int64_t>(4, kGrainSize / std::max<int64_t>(rows * k, 1)) + 3) / 4;
     parallel_for(0, (m + 3) / 4, grain, [&](int64_t q0, int64_t q1) {
       const int64_t j0 = q0 * 4, j1 = std::min(m, q1 * 4);
       small_rows_dot_f32(ap, a.row_stride(), bp + j0 * b.col_stride(), b.col_stride(), cp + j0, m, rows, k, j1 - j0,

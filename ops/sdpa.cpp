@@ -912,12 +912,13 @@ FlashArgs<SdpaCompute<S>, S> flash_args(const SdpaGeometry& g, const Tensor& mas
 // A q/k/v operand as the kernels read it (sdpa_plan.h, invariant 2).
 Tensor prepared(const Tensor& t) { return sdpa_operand_needs_copy(t) ? contiguous_cpu(t) : t; }
 
-// Heads per thread so that a thread's share is worth waking the pool: a decode step's attention
-// (one query row over at most 64 keys, 4 heads) is ~16K multiply-adds, less than the wake-up, and
-// stays on the calling thread. Each head is computed alone, so the split never changes a bit.
-int64_t heads_grain(const SdpaGeometry& g) {
-  const int64_t per_head = std::max<int64_t>(1, g.L * g.S * (g.E + g.Ev));
-  return std::max<int64_t>(1, (int64_t{1} << 15) / per_head);
+// Tasks per thread so that a thread's share (kGrainSize multiply-adds) is worth waking the pool,
+// for tasks that each take 1 / tasks_per_head of a head: a decode step's attention (one query row
+// over at most 64 keys, 4 heads) is ~16K multiply-adds and stays on the calling thread. Each task
+// is computed alone, so the split never changes a bit.
+int64_t tasks_grain(const SdpaGeometry& g, int64_t tasks_per_head = 1) {
+  const int64_t per_task = g.L * g.S * (g.E + g.Ev) / tasks_per_head;
+  return std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, per_task));
 }
 
 }  // namespace
@@ -942,15 +943,12 @@ std::vector<Tensor> sdpa_flash_cpu(const Tensor& q0, const Tensor& k0, const Ten
     a.o_rs = out.dim() >= 2 ? out.stride(-2) : 0;
     if constexpr (std::is_same_v<T, float>) {
       if (small_heads(g)) {
-        parallel_for(0, g.B, heads_grain(g), [&](int64_t b0, int64_t b1) { run_small_tasks(true, a, b0, b1); });
+        parallel_for(0, g.B, tasks_grain(g), [&](int64_t b0, int64_t b1) { run_small_tasks(true, a, b0, b1); });
         return;
       }
     }
     const int64_t tiles = (g.L + kBr - 1) / kBr;
-    // Tasks are (head, tile of rows), each about a tile's share of its head's work.
-    const int64_t grain = std::max<int64_t>(
-        1, (int64_t{1} << 15) / std::max<int64_t>(1, g.L * g.S * (g.E + g.Ev) / tiles));
-    parallel_for(0, g.B * tiles, grain, [&](int64_t t0, int64_t t1) { run_forward_tasks(a, t0, t1); });
+    parallel_for(0, g.B * tiles, tasks_grain(g, tiles), [&](int64_t t0, int64_t t1) { run_forward_tasks(a, t0, t1); });
   });
   return {out, lse};
 }
@@ -998,11 +996,11 @@ std::vector<Tensor> sdpa_flash_backward_cpu(const Tensor& grad_out, const Tensor
     a.dv_rs = dv.stride(-2);
     if constexpr (std::is_same_v<T, float>) {
       if (small_heads(g)) {
-        parallel_for(0, g.B, heads_grain(g), [&](int64_t b0, int64_t b1) { run_small_tasks(false, a, b0, b1); });
+        parallel_for(0, g.B, tasks_grain(g), [&](int64_t b0, int64_t b1) { run_small_tasks(false, a, b0, b1); });
         return;
       }
     }
-    parallel_for(0, g.B, heads_grain(g), [&](int64_t b0, int64_t b1) { run_backward_tasks(a, b0, b1); });
+    parallel_for(0, g.B, tasks_grain(g), [&](int64_t b0, int64_t b1) { run_backward_tasks(a, b0, b1); });
   });
   return {dq, dk, dv};
 }

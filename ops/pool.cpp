@@ -313,7 +313,10 @@ template <class T>
     const vec_math::u32x16 r = (u & ~nan) | (((u | 0x7FC00000u) & 0xFFC00000u) & nan);
     const pool_u16x32 h = (pool_u16x32)r;
     const pool_u16x16 out = __builtin_shufflevector(h, h, 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
-    std::memcpy(p, &out, sizeof out);
+    // BFloat16 and Half are trivially copyable (only their default constructor is not trivial:
+    // it zeroes), so copying their bytes is defined; the void* says so to -Wclass-memaccess.
+    static_assert(std::is_trivially_copyable_v<T>);
+    std::memcpy(static_cast<void*>(p), &out, sizeof out);
   }
 }
 template <class T>

@@ -31,12 +31,13 @@ log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 for r in $(seq "$rounds"); do
   echo "== round $r" >&2
+  start=$(wc -l < "$log")
   "$graft" bench --filter '^gpt_(step|generate)$' --threads "$threads" | grep -E "^gpt_" | sed 's/^/graft /' >> "$log"
   "$ref" gpt "$fortunes" 40 2>/dev/null | grep -E "^gpt_step_ms" | sed 's/^/libtorch /' >> "$log"
   "$ref" gpt-generate "$fortunes" 200 2>/dev/null | grep -E "^gpt_generate" | sed 's/^/libtorch /' >> "$log"
   "$venv/bin/python" tools/bench/pytorch_gpt.py --bench step --threads "$threads" 2>/dev/null | sed 's/^/pytorch /' >> "$log"
   "$venv/bin/python" tools/bench/pytorch_gpt.py --bench generate --threads "$threads" 2>/dev/null | sed 's/^/pytorch /' >> "$log"
-  tail -n 6 "$log" >&2
+  tail -n +"$((start + 1))" "$log" >&2  # this round's figures
 done
 python3 - "$log" <<'PY'
 import statistics, sys

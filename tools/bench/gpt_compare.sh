@@ -40,23 +40,21 @@ for r in $(seq "$rounds"); do
   tail -n +"$((start + 1))" "$log" >&2  # this round's figures
 done
 python3 - "$log" <<'PY'
-import statistics, sys
-rows = {}
-for line in open(sys.argv[1]):
-    prog, name, value, unit = line.split()[:4]
-    rows.setdefault(name, {}).setdefault(prog, []).append(float(value))
-    rows[name]["unit"] = unit
+import sys
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, "tools/bench")
+from round_medians import median, read_rounds
+rows = read_rounds(sys.argv[1])
 progs = ["graft", "libtorch", "pytorch"]
 print(f"{'workload':<36}" + "".join(f"{p:>12}" for p in progs) + "  unit   (medians over rounds)")
 for name, d in rows.items():
-    cells = "".join(f"{statistics.median(d[p]):>12.4g}" if p in d else f"{'-':>12}" for p in progs)
-    print(f"{name:<36}{cells}  {d['unit']}")
-g = rows.get("gpt_step_ms", {})
-if "graft" in g and "libtorch" in g:
-    print(f"gpt_step_ms graft/libtorch: {statistics.median(g['graft']) / statistics.median(g['libtorch']):.2f}")
-c, n = rows.get("gpt_generate_tokens_per_s", {}), rows.get("gpt_generate_nocache_tokens_per_s", {})
-if "graft" in c and "graft" in n:
-    print(f"graft KV cache / no cache: {statistics.median(c['graft']) / statistics.median(n['graft']):.2f}x")
-if "graft" in c and "pytorch" in c:
-    print(f"graft KV cache / PyTorch eager sampling: {statistics.median(c['graft']) / statistics.median(c['pytorch']):.2f}x")
+    cells = [median(rows, name, p) for p in progs]
+    print(f"{name:<36}" + "".join(f"{c:>12.4g}" if c is not None else f"{'-':>12}" for c in cells) + f"  {d['unit']}")
+def ratio(a, b, label, fmt):
+    if a is not None and b is not None:
+        print(label + fmt.format(a / b))
+ratio(median(rows, "gpt_step_ms", "graft"), median(rows, "gpt_step_ms", "libtorch"), "gpt_step_ms graft/libtorch: ", "{:.2f}")
+cache = median(rows, "gpt_generate_tokens_per_s", "graft")
+ratio(cache, median(rows, "gpt_generate_nocache_tokens_per_s", "graft"), "graft KV cache / no cache: ", "{:.2f}x")
+ratio(cache, median(rows, "gpt_generate_tokens_per_s", "pytorch"), "graft KV cache / PyTorch eager sampling: ", "{:.2f}x")
 PY

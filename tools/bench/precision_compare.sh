@@ -20,20 +20,16 @@ done
 # The table: a workload's float32 figure beside its bf16 one (the same name with _bf16 in it:
 # mlp_step_ms, mlp_bf16_step_ms), for each program.
 python3 - "$log" <<'PY'
-import statistics, sys
-rows = {}
-for line in open(sys.argv[1]):
-    prog, name, value, unit = line.split()[:4]
-    rows.setdefault(name, {}).setdefault(prog, []).append(float(value))
-    rows[name]["unit"] = unit
-def med(name, prog):
-    v = rows.get(name, {}).get(prog)
-    return statistics.median(v) if v else None
+import sys
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, "tools/bench")
+from round_medians import median, read_rounds
+rows = read_rounds(sys.argv[1])
 print(f"{'workload (medians over rounds)':<32}{'graft fp32':>12}{'graft bf16':>12}{'lt fp32':>12}{'lt bf16':>12}  unit")
 for name, d in rows.items():
     if "_bf16_" in name:
         continue
     bf = next((b for b in rows if "_bf16_" in b and b.replace("_bf16_", "_") == name), "")
-    cells = [med(name, "graft"), med(bf, "graft"), med(name, "libtorch"), med(bf, "libtorch")]
+    cells = [median(rows, name, "graft"), median(rows, bf, "graft"), median(rows, name, "libtorch"), median(rows, bf, "libtorch")]
     print(f"{name:<32}" + "".join(f"{c:>12.4g}" if c is not None else f"{'-':>12}" for c in cells) + f"  {d['unit']}")
 PY

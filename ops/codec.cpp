@@ -82,9 +82,6 @@ GRAFT_VECTOR_CLONES void sign_bytes_f32(const float* p, uint8_t* o, int64_t b, i
   }
 }
 
-// Rows of the [outer, C, inner] view: row r is channel r % C, elements [r * inner, (r + 1) * inner).
-inline int64_t rows_grain(int64_t inner) { return std::max<int64_t>(1, kGrainSize / std::max<int64_t>(inner, 1)); }
-
 }  // namespace
 
 Tensor pack_sign_bits_cpu(const Tensor& self) {
@@ -154,6 +151,7 @@ std::vector<Tensor> quantize_int8_cpu(const Tensor& self, int64_t dim, int64_t s
   std::fill(s, s + p.channels, 0.0f);
   if (self.numel() == 0) return {codes, scale};
   Tensor x = contiguous_cpu(self);
+  // Rows of the [outer, C, inner] view: row r is channel r % C, elements [r * inner, (r + 1) * inner).
   const int64_t rows = p.outer * p.channels, inner = p.inner, C = p.channels;
   auto* q = static_cast<int8_t*>(codes.data_ptr());
   dispatch_floating_or_reduced(self.dtype(), "_quantize_int8", [&]<class T>() {
@@ -170,7 +168,7 @@ std::vector<Tensor> quantize_int8_cpu(const Tensor& self, int64_t dim, int64_t s
     if (inner == 1) {
       // Channels last (a linear's [N, C] activations): each outer row is C channels side by side,
       // so the loop runs along the channels, with no index arithmetic per element.
-      parallel_for(0, p.outer, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(C, 1)), [&](int64_t b, int64_t e) {
+      parallel_for(0, p.outer, grain_for(C), [&](int64_t b, int64_t e) {
         std::vector<float> local(static_cast<size_t>(C), 0.0f);
         float* m = local.data();
         for (int64_t o = b; o < e; ++o) {
@@ -180,7 +178,7 @@ std::vector<Tensor> quantize_int8_cpu(const Tensor& self, int64_t dim, int64_t s
         merge(local);
       });
     } else {
-      parallel_for(0, rows, rows_grain(inner), [&](int64_t b, int64_t e) {
+      parallel_for(0, rows, grain_for(inner), [&](int64_t b, int64_t e) {
         std::vector<float> local(static_cast<size_t>(C), 0.0f);
         for (int64_t r = b; r < e; ++r) {
           float m = local[static_cast<size_t>(r % C)];
@@ -204,16 +202,16 @@ std::vector<Tensor> quantize_int8_cpu(const Tensor& self, int64_t dim, int64_t s
     };
     // float only: a 16-bit element's conversion would not inline into the other options' loop.
     if (std::is_same_v<T, float> && inner == 1 && !p.stochastic) {
-      parallel_for(0, p.outer, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(C, 1)), [&](int64_t b, int64_t e) {
+      parallel_for(0, p.outer, grain_for(C), [&](int64_t b, int64_t e) {
         for (int64_t o = b; o < e; ++o) int8_codes_nearest(xp + o * C, s, q + o * C, C);
       });
     } else if (inner == 1) {
-      parallel_for(0, p.outer, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(C, 1)), [&](int64_t b, int64_t e) {
+      parallel_for(0, p.outer, grain_for(C), [&](int64_t b, int64_t e) {
         for (int64_t o = b; o < e; ++o)
           for (int64_t c = 0; c < C; ++c) code(o * C + c, s[c]);
       });
     } else {
-      parallel_for(0, rows, rows_grain(inner), [&](int64_t b, int64_t e) {
+      parallel_for(0, rows, grain_for(inner), [&](int64_t b, int64_t e) {
         for (int64_t r = b; r < e; ++r) {
           const float sc = s[r % C];
           for (int64_t k = 0; k < inner; ++k) code(r * inner + k, sc);
@@ -235,13 +233,13 @@ Tensor dequantize_int8_cpu(const Tensor& codes, const Tensor& scale, int64_t dim
   dispatch_floating_or_reduced(dtype, "_dequantize_int8", [&]<class T>() {
     T* y = static_cast<T*>(out.data_ptr());
     if (inner == 1) {
-      parallel_for(0, p.outer, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(C, 1)), [&](int64_t b, int64_t e) {
+      parallel_for(0, p.outer, grain_for(C), [&](int64_t b, int64_t e) {
         for (int64_t o = b; o < e; ++o)
           for (int64_t c = 0; c < C; ++c) y[o * C + c] = static_cast<T>(codec_math::int8_value(q[o * C + c], s[c]));
       });
       return;
     }
-    parallel_for(0, rows, rows_grain(inner), [&](int64_t b, int64_t e) {
+    parallel_for(0, rows, grain_for(inner), [&](int64_t b, int64_t e) {
       for (int64_t r = b; r < e; ++r) {
         const float f = s[r % C];
         for (int64_t k = r * inner; k < (r + 1) * inner; ++k) y[k] = static_cast<T>(codec_math::int8_value(q[k], f));

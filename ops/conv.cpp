@@ -423,7 +423,7 @@ std::pair<int64_t, int64_t> valid_range(int64_t out, int64_t in, int64_t stride,
 }
 
 // Planes per task so a task does at least ~32K multiply-adds.
-int64_t plane_grain(int64_t work_per_plane) { return std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, work_per_plane)); }
+int64_t plane_grain(int64_t work_per_plane) { return grain_for(work_per_plane); }
 
 // y[n, o] = bias[o] + sum_{c, ki, kj} w[o, c, ki, kj] * x[n, g*Cg + c, oh*sh - ph + ki*dh, ow*sw - pw + kj*dw]
 template <class T>

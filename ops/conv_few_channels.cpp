@@ -258,7 +258,7 @@ void few_channels_conv_forward(const ConvParams& p, const Tensor& x, const Tenso
     std::copy(bf.data_ptr<float>(), bf.data_ptr<float>() + p.O, b.begin());
   }
   const int64_t rows = p.N * p.OH, work = p.OW * p.O * a.taps;
-  parallel_for(0, rows, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, work)), [&](int64_t r0, int64_t r1) {
+  parallel_for(0, rows, grain_for(work), [&](int64_t r0, int64_t r1) {
     std::vector<float> rowbuf(static_cast<size_t>(p.OW * p.O + a.Op));
     forward_bf16(a, xf.data_ptr<float>(), wt.data(), b.data(), static_cast<BFloat16*>(out.data_ptr()), r0, r1,
                  rowbuf.data());

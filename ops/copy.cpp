@@ -101,7 +101,7 @@ void strided_copy(const Tensor& dst, const Tensor& src, const Shape& src_strides
           rows_s.push_back(os);
         });
         const int64_t rows = static_cast<int64_t>(rows_d.size());
-        parallel_for(0, rows, std::max<int64_t>(1, kGrainSize / inner), [&](int64_t b, int64_t e) {
+        parallel_for(0, rows, grain_for(inner), [&](int64_t b, int64_t e) {
           for (int64_t r = b; r < e; ++r)
             convert_run(d + rows_d[static_cast<size_t>(r)], s + rows_s[static_cast<size_t>(r)], inner);
         });
@@ -133,7 +133,7 @@ void strided_copy(const Tensor& dst, const Tensor& src, const Shape& src_strides
         const int64_t P = dst.size(p), dp = dst.stride(p), si = src_strides[static_cast<size_t>(nd - 1)];
         const int64_t pb = (P + kBlock - 1) / kBlock, ib = (inner + kBlock - 1) / kBlock;
         const int64_t tasks = static_cast<int64_t>(planes_d.size()) * pb * ib;
-        parallel_for(0, tasks, std::max<int64_t>(1, kGrainSize / (kBlock * kBlock)), [&](int64_t t0, int64_t t1) {
+        parallel_for(0, tasks, grain_for(kBlock * kBlock), [&](int64_t t0, int64_t t1) {
           for (int64_t t = t0; t < t1; ++t) {
             const size_t plane = static_cast<size_t>(t / (pb * ib));
             const int64_t a0 = (t / ib) % pb * kBlock, b0 = t % ib * kBlock;
@@ -273,7 +273,7 @@ Tensor triangle_cpu(const Tensor& self, int64_t diagonal, bool lower, const char
     if (end > begin)
       std::memcpy(dr + begin * es, s + r * row_bytes + begin * es, static_cast<size_t>((end - begin) * es));
   };
-  parallel_for(0, p.batch * p.rows, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(cols, 1)),
+  parallel_for(0, p.batch * p.rows, grain_for(cols),
                [&](int64_t b, int64_t e) {
                  for (int64_t r = b; r < e; ++r) one_row(r);
                });

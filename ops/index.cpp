@@ -59,8 +59,6 @@ struct RowWalk {
   }
 };
 
-int64_t row_grain(int64_t inner) { return std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, inner)); }
-
 // out[o, j, i] = x[o, idx[j], i] for contiguous x viewed as [outer, n_x, inner]; out is [outer, n, inner].
 void index_select_blocks(const Tensor& out, const Tensor& x, const int64_t* idx, int64_t n, int64_t outer,
                          int64_t n_x, int64_t inner) {
@@ -69,7 +67,7 @@ void index_select_blocks(const Tensor& out, const Tensor& x, const int64_t* idx,
   char* dst = static_cast<char*>(out.data_ptr());
   size_t block = static_cast<size_t>(inner) * es;
   if (block == 0) return;
-  parallel_for(0, outer * n, row_grain(inner), [&](int64_t b, int64_t e) {
+  parallel_for(0, outer * n, grain_for(inner), [&](int64_t b, int64_t e) {
     for (int64_t k = b; k < e; ++k) {
       int64_t o = k / n, j = k % n;
       std::memcpy(dst + static_cast<size_t>(k) * block, src + static_cast<size_t>(o * n_x + idx[j]) * block, block);
@@ -118,7 +116,7 @@ Tensor embedding_backward_cpu(const Tensor& grad, const Tensor& indices, int64_t
     const T* gp = static_cast<const T*>(g.data_ptr());
     T* op = static_cast<T*>(out.data_ptr());
     // Threads own disjoint column ranges, so repeated indices never race.
-    parallel_for(0, D, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, n)), [&](int64_t b, int64_t e) {
+    parallel_for(0, D, grain_for(n), [&](int64_t b, int64_t e) {
       for (int64_t i = 0; i < n; ++i) {
         if (ip[i] == padding_idx) continue;
         T* row = op + ip[i] * D;
@@ -166,9 +164,9 @@ Tensor index_add_cpu(const Tensor& x, int64_t dim, const Tensor& index, const Te
         }
     };
     if (outer >= inner)
-      parallel_for(0, outer, row_grain(n * inner), [&](int64_t b, int64_t e) { run(b, e, 0, inner); });
+      parallel_for(0, outer, grain_for(n * inner), [&](int64_t b, int64_t e) { run(b, e, 0, inner); });
     else
-      parallel_for(0, inner, row_grain(n * outer), [&](int64_t b, int64_t e) { run(0, outer, b, e); });
+      parallel_for(0, inner, grain_for(n * outer), [&](int64_t b, int64_t e) { run(0, outer, b, e); });
   });
   return out;
 }
@@ -193,7 +191,7 @@ Tensor gather_cpu(const Tensor& x, int64_t dim, const Tensor& index) {
     const T* xp = static_cast<const T*>(x.data_ptr());
     T* op = static_cast<T*>(out.data_ptr());
     int64_t m = w.inner_size;
-    parallel_for(0, w.rows, row_grain(m), [&](int64_t b, int64_t e) {
+    parallel_for(0, w.rows, grain_for(m), [&](int64_t b, int64_t e) {
       for (int64_t r = b; r < e; ++r) {
         const T* xr = xp + w.offset(xrs, r);
         const int64_t* ir = ip + r * m;
@@ -225,7 +223,7 @@ Tensor scatter_add_cpu(const Tensor& x, int64_t dim, const Tensor& index, const 
     const T* sp = static_cast<const T*>(src.data_ptr());
     T* op = static_cast<T*>(out.data_ptr());
     int64_t m = w.inner_size;
-    parallel_for(0, w.rows, row_grain(m), [&](int64_t b, int64_t e) {
+    parallel_for(0, w.rows, grain_for(m), [&](int64_t b, int64_t e) {
       for (int64_t r = b; r < e; ++r) {
         T* orow = op + w.offset(ors, r);
         const int64_t* ir = ip + w.offset(irs, r);
@@ -255,7 +253,7 @@ Tensor one_hot_cpu(const Tensor& indices, int64_t num_classes) {
   out_sizes.push_back(num_classes);
   Tensor out = new_tensor(out_sizes, kInt64, indices.device());
   int64_t* op = static_cast<int64_t*>(out.data_ptr());
-  parallel_for(0, n, row_grain(num_classes), [&](int64_t b, int64_t e) {
+  parallel_for(0, n, grain_for(num_classes), [&](int64_t b, int64_t e) {
     if (e > b) std::memset(op + b * num_classes, 0, static_cast<size_t>((e - b) * num_classes) * sizeof(int64_t));
     for (int64_t i = b; i < e; ++i) op[i * num_classes + ip[i]] = 1;
   });

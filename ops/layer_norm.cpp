@@ -122,7 +122,7 @@ int64_t param_pieces(int64_t M, int64_t N) {
 template <class T>
 void layer_norm_forward(const T* x, const T* w, const T* b, T* y, T* mean, T* rstd, int64_t M, int64_t N,
                         double eps) {
-  parallel_for(0, M, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(N, 1)), [&](int64_t rb, int64_t re) {
+  parallel_for(0, M, grain_for(N), [&](int64_t rb, int64_t re) {
     if constexpr (std::is_same_v<T, float>) {
       layer_norm_rows_f32(x, w, b, y, mean, rstd, rb, re, N, static_cast<float>(eps));
       return;
@@ -218,7 +218,7 @@ std::vector<Tensor> layer_norm_reduced(const Tensor& x, const NormLayout& l, con
   auto run = [&]<class T>() {
     const T* xp = static_cast<const T*>(xc.data_ptr());
     T* yp = static_cast<T*>(y.data_ptr());
-    parallel_for(0, M, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(N, 1)), [&](int64_t rb, int64_t re) {
+    parallel_for(0, M, grain_for(N), [&](int64_t rb, int64_t re) {
       std::vector<float> xf(static_cast<size_t>(N)), yf(static_cast<size_t>(N));
       for (int64_t r = rb; r < re; ++r) {
         to_float(xp + r * N, xf.data(), N);

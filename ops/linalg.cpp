@@ -277,8 +277,7 @@ bool small_rows_f32(const MatOperand& a, const MatOperand& b, const Shape& out_s
     // them. The weights then stream from two cores' caches: a decode step's 16 linears read 3.1 MB of
     // weights, more than one core's L2, so on one thread they came from L3 (124 us a token, 62 us
     // split). Each column's sum is the same code on any thread: the same bits.
-    const int64_t grain = (std::max<int64_t>(4, kGrainSize / std::max<int64_t>(rows * k, 1)) + 3) / 4;
-    parallel_for(0, (m + 3) / 4, grain, [&](int64_t q0, int64_t q1) {
+    parallel_for(0, (m + 3) / 4, grain_for(4 * rows * k), [&](int64_t q0, int64_t q1) {
       const int64_t j0 = q0 * 4, j1 = std::min(m, q1 * 4);
       small_rows_dot_f32(ap, a.row_stride(), bp + j0 * b.col_stride(), b.col_stride(), cp + j0, m, rows, k, j1 - j0,
                          biasp ? biasp + j0 : nullptr, accumulate);

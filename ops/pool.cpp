@@ -44,7 +44,7 @@ namespace kernels {
 namespace {
 
 int64_t plane_grain(const PoolParams& p) {
-  return std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, p.OH * p.OW * p.kh * p.kw));
+  return grain_for(p.OH * p.OW * p.kh * p.kw);
 }
 
 // ---- max ----
@@ -257,7 +257,7 @@ void max_pool_fwd(const PoolParams& p, const T* x, T* y, I* ind) {
   if (max_pool_flat_2x2(p)) {
     const Rows run = pick_for_isa<Rows>(&max_pool_flat_2x2_avx512<T, I>, &max_pool_flat_2x2_avx2<T, I>,
                                         &max_pool_flat_2x2_generic<T, I>);
-    const int64_t grain = std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, p.OW * 4));
+    const int64_t grain = grain_for(p.OW * 4);
     parallel_for(0, p.planes() * p.OH, grain, [&](int64_t b, int64_t e) { run(p, x, y, ind, b, e); });
     return;
   }
@@ -450,7 +450,7 @@ void max_pool_fwd_nhwc(const PoolParams& p, const T* x, T* y, I* ind) {
                                  &max_pool_nhwc_pixels_generic<T, int32_t, I>);
   }
   if (!run) run = &max_pool_nhwc_pixels_generic<T, int64_t, I>;
-  const int64_t grain = std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, p.C * p.kh * p.kw));
+  const int64_t grain = grain_for(p.C * p.kh * p.kw);
   parallel_for(0, p.N * p.OH * p.OW, grain, [&](int64_t b, int64_t e) { run(p, x, y, ind, b, e); });
 }
 
@@ -608,7 +608,7 @@ std::optional<int64_t> max_pool2d_scatter(const Tensor& grad_out, const Tensor& 
     const T* g = static_cast<const T*>(go.data_ptr());
     const I* id = static_cast<const I*>(ix.data_ptr());
     T* o = static_cast<T*>(gi.data_ptr());
-    int64_t grain = std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, per_in + per_out));
+    int64_t grain = grain_for(per_in + per_out);
     parallel_for(0, planes, grain, [&](int64_t b, int64_t e) {
       AccumRow<T> acc(per_in);
       for (int64_t pl = b; pl < e; ++pl) {
@@ -721,7 +721,7 @@ std::optional<int64_t> max_pool2d_tile_backward_nhwc(const Tensor& grad_out, con
     const Bits<T>* g = static_cast<const Bits<T>*>(go.data_ptr());
     const uint8_t* id = static_cast<const uint8_t*>(ix.data_ptr());
     Bits<T>* o = static_cast<Bits<T>*>(gi.data_ptr());
-    const int64_t grain = std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, W * C));
+    const int64_t grain = grain_for(W * C);
     parallel_for(0, N * H, grain, [&](int64_t b, int64_t e) {
       for (int64_t r = b; r < e; ++r) {
         const int64_t n = r / H, h = r % H, oh = h / w.kh;
@@ -771,7 +771,7 @@ Tensor avg_pool2d_nhwc(const PoolParams& p, const Tensor& input, bool count_incl
   dispatch_floating(input.dtype(), "avg_pool2d", [&]<class T>() {
     const T* xd = static_cast<const T*>(x.data_ptr());
     T* yd = static_cast<T*>(out.data_ptr());
-    int64_t grain = std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, p.OH * p.OW * p.kh * p.kw * C));
+    int64_t grain = grain_for(p.OH * p.OW * p.kh * p.kw * C);
     parallel_for(0, p.N, grain, [&](int64_t b, int64_t e) {
       for (int64_t n = b; n < e; ++n) {
         const T* xn = xd + n * p.H * p.W * C;
@@ -804,7 +804,7 @@ Tensor avg_pool2d_backward_nhwc(const PoolParams& p, const Tensor& grad_out, con
   dispatch_floating(grad_out.dtype(), "avg_pool2d_backward", [&]<class T>() {
     const T* gd = static_cast<const T*>(grad_out.data_ptr());
     T* xd = static_cast<T*>(gi.data_ptr());
-    int64_t grain = std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, p.OH * p.OW * p.kh * p.kw * C));
+    int64_t grain = grain_for(p.OH * p.OW * p.kh * p.kw * C);
     parallel_for(0, p.N, grain, [&](int64_t b, int64_t e) {
       for (int64_t n = b; n < e; ++n) {
         T* xn = xd + n * p.H * p.W * C;

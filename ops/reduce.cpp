@@ -116,7 +116,7 @@ void reduce_rows(const T* data, int64_t n, int64_t len, const R& r) {
     }
     return;
   }
-  int64_t grain = std::max<int64_t>(1, kGrainSize / std::max<int64_t>(len, 1));
+  int64_t grain = grain_for(len);
   parallel_for(0, n, grain, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) r.write(i, reduce_row(r, data + i * len, len));
   });
@@ -131,7 +131,7 @@ void reduce_blocked(const T* data, int64_t outer, int64_t len, int64_t inner, co
   int64_t w = std::clamp<int64_t>(kTileElems / h, 1, kMaxWidth);
   int64_t nb = (inner + w - 1) / w, tasks = outer * nb;
   if (tasks == 0) return;
-  int64_t grain = std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, len * w));
+  int64_t grain = grain_for(len * w);
   parallel_for(0, tasks, grain, [&](int64_t tb, int64_t te) {
     std::unique_ptr<T[]> buffer(new T[static_cast<size_t>(w * h)]);  // not std::vector: vector<bool>
     T* tile = buffer.get();
@@ -271,7 +271,7 @@ void sum_columns(const T* data, int64_t len, int64_t n, O* out, bool mean) {
     }
     return;
   }
-  int64_t grain = std::max<int64_t>(1, kGrainSize / std::max<int64_t>(len, 1));
+  int64_t grain = grain_for(len);
   parallel_for(0, n, grain, [&](int64_t jb, int64_t je) {
     std::vector<A> acc(static_cast<size_t>(je - jb));
     accumulate(0, len, jb, je, acc.data());

@@ -918,7 +918,7 @@ Tensor prepared(const Tensor& t) { return sdpa_operand_needs_copy(t) ? contiguou
 // is computed alone, so the split never changes a bit.
 int64_t tasks_grain(const SdpaGeometry& g, int64_t tasks_per_head = 1) {
   const int64_t per_task = g.L * g.S * (g.E + g.Ev) / tasks_per_head;
-  return std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, per_task));
+  return grain_for(per_task);
 }
 
 }  // namespace

@@ -34,13 +34,13 @@ template <class Row, class Block>
 void along_dim(const DimSplit& s, const Row& row, const Block& block) {
   int64_t D = std::max<int64_t>(s.size, 1);
   if (s.inner == 1) {
-    parallel_for(0, s.outer, std::max<int64_t>(1, kGrainSize / D), [&](int64_t b, int64_t e) {
+    parallel_for(0, s.outer, grain_for(D), [&](int64_t b, int64_t e) {
       for (int64_t o = b; o < e; ++o) row(o * s.size);
     });
     return;
   }
   int64_t nb = (s.inner + kLanes - 1) / kLanes;
-  parallel_for(0, s.outer * nb, std::max<int64_t>(1, kGrainSize / (D * kLanes)), [&](int64_t b, int64_t e) {
+  parallel_for(0, s.outer * nb, grain_for(D * kLanes), [&](int64_t b, int64_t e) {
     for (int64_t t = b; t < e; ++t) {
       int64_t o = t / nb, j0 = (t % nb) * kLanes;
       block(o * s.size * s.inner + j0, std::min(kLanes, s.inner - j0));

@@ -71,7 +71,7 @@ std::vector<Tensor> topk_cpu(const Tensor& x, int64_t k, int64_t dim, bool large
     T* vout = static_cast<T*>(values.data_ptr());
     int64_t* iout = static_cast<int64_t*>(indices.data_ptr());
     const int64_t len = p.len, inner = p.inner, kk = p.k;
-    int64_t grain = std::max<int64_t>(1, kGrainSize / std::max<int64_t>(len, 1));
+    int64_t grain = grain_for(len);
     parallel_for(0, rows, grain, [&](int64_t b, int64_t e) {
       std::vector<std::pair<A, int64_t>> q(static_cast<size_t>(len));
       for (int64_t r = b; r < e; ++r) {

@@ -15,6 +15,12 @@ namespace graft {
 // ~2-5 us it takes to wake the pool.
 inline constexpr int64_t kGrainSize = 32768;
 
+// The grain for items that each cost `work_per_item` units (elements, multiply-adds): enough items
+// that a share is kGrainSize units, and at least one.
+inline int64_t grain_for(int64_t work_per_item) {
+  return std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, work_per_item));
+}
+
 // The threads an op started on the calling thread may use: set_num_threads()'s count, or 1 while
 // the contention monitor sees other processes keeping this thread waiting (contention_monitor.h).
 int get_num_threads();
